@@ -1,0 +1,71 @@
+/**
+ * Every error the API can answer with, defined once: its HTTP status and the stable
+ * X-Error-Code value. Codes are human-readable phrases, in the style of the spec's
+ * "Account Missing". Never rename a code: clients match on it.
+ */
+export const ErrorCodes = {
+  BadRequest: { status: 400, code: 'Bad Request' },
+  InvalidField: { status: 400, code: 'Invalid Field' },
+  UnknownField: { status: 400, code: 'Unknown Field' },
+  InvalidJSON: { status: 400, code: 'Invalid JSON' },
+  InvalidFilter: { status: 400, code: 'Invalid Filter' },
+  InvalidOrder: { status: 400, code: 'Invalid Order' },
+  InvalidCursor: { status: 400, code: 'Invalid Cursor' },
+  InvalidLimit: { status: 400, code: 'Invalid Limit' },
+  UnsupportedVersion: { status: 400, code: 'Unsupported API Version' },
+  AccountMissing: { status: 400, code: 'Account Missing' },
+  Unauthenticated: { status: 401, code: 'Unauthenticated' },
+  Forbidden: { status: 403, code: 'Forbidden' },
+  NotFound: { status: 404, code: 'Not Found' },
+  MethodNotAllowed: { status: 405, code: 'Method Not Allowed' },
+  NotAcceptable: { status: 406, code: 'Not Acceptable' },
+  Conflict: { status: 409, code: 'Conflict' },
+  PreconditionFailed: { status: 412, code: 'Precondition Failed' },
+  PayloadTooLarge: { status: 413, code: 'Payload Too Large' },
+  UnsupportedMediaType: { status: 415, code: 'Unsupported Media Type' },
+  PreconditionRequired: { status: 428, code: 'Precondition Required' },
+  TooManyRequests: { status: 429, code: 'Too Many Requests' },
+  Internal: { status: 500, code: 'Internal Error' },
+  Unavailable: { status: 503, code: 'Service Unavailable' },
+} as const;
+
+export type ErrorKind = keyof typeof ErrorCodes;
+
+/** The JSON body of every error response. */
+export interface ErrorBody {
+  Status: number;
+  Code: string;
+  Message: string;
+  /** The request field, header or parameter at fault, when there is one. */
+  Field?: string;
+  RequestID?: string;
+}
+
+export class ApiError extends Error {
+  readonly status: number;
+  readonly code: string;
+  readonly field: string | undefined;
+  readonly headers: Record<string, string>;
+
+  constructor(
+    kind: ErrorKind,
+    message: string,
+    opts: { field?: string; headers?: Record<string, string> } = {},
+  ) {
+    super(message);
+    this.name = 'ApiError';
+    this.status = ErrorCodes[kind].status;
+    this.code = ErrorCodes[kind].code;
+    this.field = opts.field;
+    this.headers = opts.headers ?? {};
+  }
+
+  body(requestId?: string): ErrorBody {
+    const body: ErrorBody = { Status: this.status, Code: this.code, Message: this.message };
+    if (this.field !== undefined) body.Field = this.field;
+    if (requestId !== undefined) body.RequestID = requestId;
+    return body;
+  }
+}
+
+export const isApiError = (e: unknown): e is ApiError => e instanceof ApiError;

@@ -1,0 +1,149 @@
+import { randomUUID } from 'node:crypto';
+import Fastify, {
+  type FastifyBaseLogger,
+  type FastifyError,
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+  LogController,
+} from 'fastify';
+import type { Logger } from 'pino';
+import { authenticateApiKey, presentedKey, unauthenticated } from '../auth/apikeys.js';
+import type { Principal } from '../auth/principal.js';
+import type { ObjectStore } from '../store/objects.js';
+import { ApiError, type ErrorKind, isApiError } from './errors.js';
+import { registerObjectRoutes } from './objects.js';
+import { registerUserRoutes } from './users.js';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    principal: Principal | undefined;
+  }
+}
+
+export const API_VERSIONS = ['v1'] as const;
+const BODY_LIMIT = 1024 * 1024;
+
+/** Paths served without credentials. */
+const PUBLIC = new Set(['/healthz']);
+
+export interface ServerOptions {
+  store: ObjectStore;
+  logger: Logger;
+  /** PEM certificate and key: serve HTTPS instead of HTTP. */
+  https?: { cert: Buffer; key: Buffer };
+}
+
+/** Fastify's own errors, mapped onto our codes so every error has the same shape. */
+const FASTIFY_ERRORS: Record<string, ErrorKind> = {
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: 'UnsupportedMediaType',
+  FST_ERR_CTP_INVALID_TYPE: 'UnsupportedMediaType',
+  FST_ERR_CTP_BODY_TOO_LARGE: 'PayloadTooLarge',
+  FST_ERR_CTP_INVALID_JSON_BODY: 'InvalidJSON',
+  FST_ERR_CTP_EMPTY_JSON_BODY: 'InvalidJSON',
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: 'BadRequest',
+};
+
+/** Strips access_token values from a URL before it is logged. */
+export const redactUrl = (url: string) => url.replace(/([?&]access_token=)[^&#]*/gi, '$1[REDACTED]');
+
+/** One log line per request, when it completes, with the request id and no secrets. */
+class RequestLog extends LogController {
+  override incomingRequest() {}
+  override requestCompleted(_err: Error | null | undefined, req: FastifyRequest, reply: FastifyReply) {
+    req.log.info(
+      {
+        method: req.method,
+        url: redactUrl(req.url),
+        status: reply.statusCode,
+        ms: Math.round(reply.elapsedTime * 10) / 10,
+      },
+      'request',
+    );
+  }
+}
+
+export async function createServer(opts: ServerOptions): Promise<FastifyInstance> {
+  const { store } = opts;
+  const app = Fastify({
+    ...(opts.https ? { https: opts.https } : {}),
+    loggerInstance: opts.logger as FastifyBaseLogger,
+    logController: new RequestLog(),
+    bodyLimit: BODY_LIMIT,
+    genReqId: (req) => {
+      const given = req.headers['x-request-id'];
+      return typeof given === 'string' && /^[A-Za-z0-9._-]{1,64}$/.test(given) ? given : randomUUID();
+    },
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 256 },
+    return503OnClosing: true,
+  });
+  app.decorateRequest('principal', undefined);
+  // Only JSON bodies for the API; form bodies are added by the sign-in endpoints that take them.
+  app.removeContentTypeParser('text/plain');
+
+  app.addHook('onRequest', async (req, reply) => {
+    reply.header('X-Request-Id', req.id);
+    reply.header('X-Service-Api-Version', 'v1');
+    const version = req.headers['x-service-api-version'];
+    if (version !== undefined && version !== 'v1') {
+      throw new ApiError(
+        'UnsupportedVersion',
+        `X-Service-Api-Version ${JSON.stringify(version)} is not supported; supported: ${API_VERSIONS.join(', ')}`,
+        {
+          field: 'X-Service-Api-Version',
+        },
+      );
+    }
+    if (PUBLIC.has(req.routeOptions.url ?? '')) return;
+    const key = presentedKey(
+      req.headers.authorization,
+      (req.query as Record<string, unknown> | undefined)?.access_token,
+    );
+    if (key === undefined) {
+      if (req.routeOptions.url === undefined) return; // unknown path: let the 404 handler answer
+      throw unauthenticated(
+        'authentication required: send an API key as "Authorization: Bearer <key>"',
+        false,
+      );
+    }
+    req.principal = await authenticateApiKey(store, key);
+  });
+
+  app.setErrorHandler((err: FastifyError | ApiError, req, reply) => {
+    let e: ApiError;
+    if (isApiError(err)) e = err;
+    else if (err.code && FASTIFY_ERRORS[err.code]) {
+      const kind = FASTIFY_ERRORS[err.code] as ErrorKind;
+      e = new ApiError(
+        kind,
+        kind === 'UnsupportedMediaType'
+          ? 'request bodies must be Content-Type: application/json'
+          : err.message,
+      );
+    } else if (err.validation || (err.statusCode && err.statusCode >= 400 && err.statusCode < 500))
+      e = new ApiError('BadRequest', err.message);
+    else {
+      req.log.error({ err }, 'unhandled error');
+      e = new ApiError('Internal', 'internal error; the request id identifies it in the logs');
+    }
+    for (const [k, v] of Object.entries(e.headers)) reply.header(k, v);
+    reply.header('X-Error-Code', e.code);
+    return reply
+      .code(e.status)
+      .type('application/json')
+      .send(JSON.stringify(e.body(String(req.id))));
+  });
+
+  app.setNotFoundHandler((req: FastifyRequest) => {
+    throw new ApiError('NotFound', `no endpoint ${req.method} ${redactUrl(req.url.split('?')[0] ?? '')}`);
+  });
+
+  app.get('/healthz', async (_req, reply) => {
+    await store.lastSeq();
+    return reply.type('application/json').send('{"Status":"ok"}');
+  });
+
+  registerUserRoutes(app, store);
+  registerObjectRoutes(app, store);
+  return app;
+}

@@ -1,0 +1,61 @@
+import { timingSafeEqual } from 'node:crypto';
+import { ApiError } from '../api/errors.js';
+import { API_KEY_PATTERN, APIKey, hashApiKey, type Scope } from '../objects/apikey.js';
+import { timestampMs } from '../objects/fields.js';
+import { User } from '../objects/user.js';
+import type { ObjectStore } from '../store/objects.js';
+import type { Principal } from './principal.js';
+
+const CHALLENGE = 'Bearer realm="gatehouse"';
+
+export function unauthenticated(message: string, invalidToken: boolean): ApiError {
+  return new ApiError('Unauthenticated', message, {
+    headers: { 'WWW-Authenticate': invalidToken ? `${CHALLENGE}, error="invalid_token"` : CHALLENGE },
+  });
+}
+
+/** The key presented in `Authorization: Bearer` or `access_token`, or undefined when none is. */
+export function presentedKey(authorization: string | undefined, accessToken: unknown): string | undefined {
+  if (authorization !== undefined && authorization !== '') {
+    const m = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
+    if (!m) throw unauthenticated('the Authorization header must be "Bearer <API key>"', true);
+    return m[1];
+  }
+  if (typeof accessToken === 'string' && accessToken !== '') return accessToken;
+  if (Array.isArray(accessToken)) throw unauthenticated('access_token may be given only once', true);
+  return undefined;
+}
+
+/** Is the user allowed to act now (not disabled, not inside the suspension window)? */
+export function userUsable(doc: Record<string, unknown>, now = Date.now()): boolean {
+  if (doc.Disabled === true) return false;
+  const after = timestampMs(String(doc.SuspendAfter));
+  const before = timestampMs(String(doc.SuspendBefore));
+  if (Number.isFinite(after) && now >= after) return false;
+  if (Number.isFinite(before) && now < before) return false;
+  return true;
+}
+
+/** Resolves an API key to a principal, or throws 401. Looks up by hash: no plaintext is stored or compared. */
+export async function authenticateApiKey(store: ObjectStore, key: string): Promise<Principal> {
+  if (!API_KEY_PATTERN.test(key)) throw unauthenticated('the API key is not valid', true);
+  const hash = hashApiKey(key);
+  const found = await store.findByKey(APIKey, 'KeyHash', hash);
+  if (!found) throw unauthenticated('the API key is not valid', true);
+  // The index lookup found the hash; compare once more in constant time as defence in depth.
+  const stored = Buffer.from(String(found.secret.KeyHash ?? ''));
+  const given = Buffer.from(hash);
+  if (stored.length !== given.length || !timingSafeEqual(stored, given))
+    throw unauthenticated('the API key is not valid', true);
+  const doc = found.doc;
+  const expires = timestampMs(String(doc.ExpireTime));
+  if (Number.isFinite(expires) && Date.now() >= expires)
+    throw unauthenticated('the API key has expired', true);
+  const userId = String(doc.UserID ?? '');
+  if (userId !== '') {
+    const user = await store.get(User, userId);
+    if (!user || !userUsable(user.doc))
+      throw unauthenticated("the API key's user is disabled or suspended", true);
+  }
+  return { via: 'apikey', userId, scopes: new Set(doc.Scopes as Scope[]), keyId: found.id };
+}

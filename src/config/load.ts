@@ -1,0 +1,91 @@
+import { readFileSync } from 'node:fs';
+import { parse as parseIni } from 'ini';
+import type { SectionValues, Setting } from './setting.js';
+
+export class ConfigError extends Error {
+  constructor(
+    readonly key: string,
+    message: string,
+  ) {
+    super(`${key}: ${message}`);
+    this.name = 'ConfigError';
+  }
+}
+
+export interface ConfigSources {
+  /** Path of an INI-like file (-C). */
+  file?: string;
+  env?: NodeJS.ProcessEnv;
+  /** Values given as flags, by flag name (commander's camelCase is mapped by the caller). */
+  flags?: Record<string, string | undefined>;
+}
+
+/** Reads an INI-like file into a flat map of `section.name` keys. */
+export function readConfigFile(path: string): Map<string, string> {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (e) {
+    throw new ConfigError('-C', `cannot read ${path}: ${(e as Error).message}`);
+  }
+  const out = new Map<string, string>();
+  const walk = (obj: Record<string, unknown>, prefix: string) => {
+    for (const [k, v] of Object.entries(obj)) {
+      const key = prefix ? `${prefix}.${k}` : k;
+      if (v !== null && typeof v === 'object' && !Array.isArray(v)) walk(v as Record<string, unknown>, key);
+      else out.set(key, String(v));
+    }
+  };
+  walk(parseIni(text), '');
+  return out;
+}
+
+/**
+ * Resolves one or more sections. Precedence: flags > environment > file > defaults.
+ * Unknown keys in the file are errors (a typo must not silently fall back to a default),
+ * except keys of sections listed in `otherSections`, which belong to another command.
+ */
+export function loadSections<S extends Record<string, Record<string, Setting<unknown>>>>(
+  sections: S,
+  sources: ConfigSources,
+  otherSections: string[] = [],
+): { [K in keyof S]: SectionValues<S[K]> } {
+  const file = sources.file ? readConfigFile(sources.file) : new Map<string, string>();
+  const env = sources.env ?? {};
+  const flags = sources.flags ?? {};
+  const known = new Set<string>();
+  const result: Record<string, Record<string, unknown>> = {};
+  for (const [sectionName, section] of Object.entries(sections)) {
+    const values: Record<string, unknown> = {};
+    for (const [name, setting] of Object.entries(section)) {
+      known.add(setting.key);
+      const fromFlag = setting.flag ? flags[setting.flag] : undefined;
+      const fromEnv = env[setting.env];
+      const fromFile = file.get(setting.key);
+      const [raw, origin] =
+        fromFlag !== undefined
+          ? [fromFlag, `--${setting.flag}`]
+          : fromEnv !== undefined
+            ? [fromEnv, setting.env]
+            : fromFile !== undefined
+              ? [fromFile, setting.key]
+              : [undefined, ''];
+      if (raw === undefined) {
+        values[name] = setting.default;
+        continue;
+      }
+      try {
+        values[name] = setting.parse(raw);
+      } catch (e) {
+        const where = origin === setting.key ? setting.key : `${setting.key} (from ${origin})`;
+        throw new ConfigError(where, (e as Error).message);
+      }
+    }
+    result[sectionName] = values;
+  }
+  for (const key of file.keys()) {
+    const section = key.split('.')[0] ?? '';
+    if (!known.has(key) && !otherSections.includes(section)) throw new ConfigError(key, 'unknown setting');
+  }
+  return result as { [K in keyof S]: SectionValues<S[K]> };
+}

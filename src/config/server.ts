@@ -1,0 +1,53 @@
+import { listen, oneOf, str } from './setting.js';
+
+/** The `[server]` section: how `gatehouse serve` listens and where it keeps its data. */
+export const serverSection = {
+  listen: listen({
+    key: 'server.listen',
+    env: 'SVC_SERVER_LISTEN',
+    flag: 'listen',
+    default: '127.0.0.1:8080',
+    description: 'Address and port the API listens on',
+  }),
+  database: str({
+    key: 'server.database',
+    env: 'SVC_SERVER_DATABASE',
+    flag: 'database',
+    default: './data/gatehouse.db',
+    description: 'A SQLite file path, or a postgres:// URL',
+    validate(v) {
+      if (v.trim() === '') throw new Error('must not be empty');
+      if (/^[a-z]+:\/\//i.test(v) && !/^postgres(ql)?:\/\//i.test(v)) {
+        throw new Error('must be a file path or a postgres:// URL');
+      }
+    },
+  }),
+  cert: str({
+    key: 'server.cert',
+    env: 'SVC_SERVER_CERT',
+    flag: 'cert',
+    default: '',
+    description: 'PEM certificate file; with server.key the API is served over HTTPS',
+  }),
+  key: str({
+    key: 'server.key',
+    env: 'SVC_SERVER_KEY',
+    flag: 'key',
+    default: '',
+    description: 'PEM private key file paired with server.cert',
+  }),
+  signinurl: str({
+    key: 'server.signinurl',
+    env: 'SVC_SERVER_SIGNINURL',
+    flag: 'signin-url',
+    default: '',
+    description: 'Public URL of the sign-in pages; {base_url}/signin when empty',
+  }),
+  loglevel: oneOf(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const, {
+    key: 'server.loglevel',
+    env: 'SVC_SERVER_LOGLEVEL',
+    flag: 'log-level',
+    default: 'info',
+    description: 'Log level',
+  }),
+};

@@ -1,0 +1,35 @@
+import { hash } from '@node-rs/argon2';
+import { ApiError } from '../api/errors.js';
+import { ARGON2_OPTIONS } from '../auth/hashing.js';
+import { f } from './fields.js';
+import { ALL_OPS, type ObjectType } from './type.js';
+
+export const ActivationCode: ObjectType = {
+  kind: 'ActivationCode',
+  path: 'activationcodes',
+  identity: 'generated',
+  ops: ALL_OPS,
+  fields: {
+    Description: f.string({ maxLength: 1024 }),
+    UserID: f.string({ maxLength: 64, doc: 'Only this user may use the code (empty: anyone)' }),
+    MaxUses: f.integer({
+      min: 0,
+      max: 1_000_000,
+      default: 1,
+      doc: 'How many times the code may be used (0: unlimited)',
+    }),
+    Uses: f.integer({ readOnly: true }),
+    ExpireTime: f.timestamp({ doc: 'The code stops working at this time (zero: never)' }),
+    HaveCode: f.boolean({ readOnly: true, doc: 'A code has been set (the code itself is write-only)' }),
+  },
+  writeOnly: { Code: f.string({ maxLength: 256, doc: 'The code; stored only as an argon2id hash' }) },
+  async prepare(ctx) {
+    const code = ctx.input.Code;
+    if (code === undefined || code === null) return;
+    if (typeof code !== 'string' || code.length < 6) {
+      throw new ApiError('InvalidField', 'Code must be a string of at least 6 characters', { field: 'Code' });
+    }
+    ctx.secret.CodeHash = await hash(code, ARGON2_OPTIONS);
+    ctx.doc.HaveCode = true;
+  },
+};

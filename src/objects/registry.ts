@@ -1,0 +1,42 @@
+import { Account, AccountChange, AccountChangePlan } from './accounts.js';
+import { ActivationCode } from './activationcode.js';
+import { APIKey } from './apikey.js';
+import { App } from './app.js';
+import { f } from './fields.js';
+import { Group } from './group.js';
+import { Metric, RemoteAgent, Script, ScriptLog, VirtualHost, VouchRequest } from './misc.js';
+import { Tenant } from './tenant.js';
+import type { ObjectType } from './type.js';
+import { User } from './user.js';
+
+/** Every object type the API serves. Adding a type = a file in this folder + one line here. */
+const TYPES: ObjectType[] = [
+  AccountChangePlan,
+  AccountChange,
+  Account,
+  ActivationCode,
+  APIKey,
+  App,
+  Group,
+  Metric,
+  RemoteAgent,
+  ScriptLog,
+  Script,
+  Tenant,
+  User,
+  VirtualHost,
+  VouchRequest,
+];
+
+// ID comes first in every body; it is server-managed.
+for (const t of TYPES) t.fields = { ID: f.string({ readOnly: true }), ...t.fields };
+
+export const objectTypes: readonly ObjectType[] = TYPES;
+export const typeByKind = new Map(TYPES.map((t) => [t.kind, t]));
+export const typeByPath = new Map(TYPES.map((t) => [t.path, t]));
+
+export function typeOf(kind: string): ObjectType {
+  const t = typeByKind.get(kind);
+  if (!t) throw new Error(`unknown object type ${kind}`);
+  return t;
+}

@@ -1,0 +1,24 @@
+import { checkOrigin, checkUrl, f } from './fields.js';
+import type { ObjectType } from './type.js';
+
+export const TENANT_ID = 'tenant';
+
+export const Tenant: ObjectType = {
+  kind: 'Tenant',
+  path: 'tenant',
+  identity: 'singleton',
+  ops: ['get', 'update'],
+  fields: {
+    Name: f.string({ maxLength: 256, default: 'Gatehouse' }),
+    SigninURL: f.string({ check: checkUrl, maxLength: 2048, doc: 'Public URL of the sign-in pages' }),
+    AllowedReturnOrigins: f.strings({
+      check: checkOrigin,
+      maxItems: 256,
+      doc: 'Origins sign-in may send users back to',
+    }),
+    SessionIdleSeconds: f.integer({ min: 60, max: 31_536_000, default: 8 * 3600 }),
+    SessionMaxSeconds: f.integer({ min: 60, max: 31_536_000, default: 7 * 86400 }),
+    PasswordMinLength: f.integer({ min: 8, max: 1024, default: 12 }),
+    RequireActivationCode: f.boolean({ doc: 'New users must present an activation code' }),
+  },
+};

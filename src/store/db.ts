@@ -1,0 +1,79 @@
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import SQLite from 'better-sqlite3';
+import { type Generated, Kysely, PostgresDialect, SqliteDialect } from 'kysely';
+import pg from 'pg';
+
+export interface ObjectsTable {
+  type: string;
+  id: string;
+  /** The object's JSON as served. */
+  data: string;
+  etag: string;
+  create_time: number;
+  modify_time: number;
+  /** Hidden per-object state (hashes) as JSON; never served. */
+  secret: string | null;
+}
+
+export interface ChangesTable {
+  seq: Generated<number>;
+  type: string;
+  id: string;
+  /** The object's JSON after the change; null for a delete. */
+  data: string | null;
+  etag: string;
+  time: number;
+}
+
+export interface ObjectKeysTable {
+  type: string;
+  name: string;
+  value: string;
+  id: string;
+}
+
+export interface Database {
+  objects: ObjectsTable;
+  changes: ChangesTable;
+  object_keys: ObjectKeysTable;
+}
+
+export type Dialect = 'sqlite' | 'postgres';
+
+export interface Db {
+  kysely: Kysely<Database>;
+  dialect: Dialect;
+  /** A short description for logs, without credentials. */
+  describe: string;
+  close(): Promise<void>;
+}
+
+// int8 columns (sequence numbers, millisecond times) fit in a double.
+pg.types.setTypeParser(20, Number);
+
+export const isPostgresUrl = (s: string) => /^postgres(ql)?:\/\//i.test(s);
+
+export function openDb(location: string, opts: { poolSize?: number } = {}): Db {
+  if (isPostgresUrl(location)) {
+    const pool = new pg.Pool({ connectionString: location, max: opts.poolSize ?? 10 });
+    const url = new URL(location);
+    url.password = '';
+    const kysely = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+    return {
+      kysely,
+      dialect: 'postgres',
+      describe: `postgres ${url.host}${url.pathname}`,
+      close: () => kysely.destroy(),
+    };
+  }
+  if (location !== ':memory:') mkdirSync(dirname(location), { recursive: true });
+  const sqlite = new SQLite(location);
+  // WAL lets readers run beside the writer; NORMAL sync is durable across process crashes.
+  sqlite.pragma('journal_mode = WAL');
+  sqlite.pragma('synchronous = NORMAL');
+  sqlite.pragma('busy_timeout = 5000');
+  sqlite.pragma('foreign_keys = ON');
+  const kysely = new Kysely<Database>({ dialect: new SqliteDialect({ database: sqlite }) });
+  return { kysely, dialect: 'sqlite', describe: `sqlite ${location}`, close: () => kysely.destroy() };
+}

@@ -1,0 +1,69 @@
+import { type Kysely, type Migration, type MigrationProvider, Migrator, sql } from 'kysely';
+import type { Db, Dialect } from './db.js';
+
+/**
+ * One list of migrations for both backends. Where the SQL differs, a migration branches on the
+ * dialect. Never edit a released migration: add a new one.
+ */
+const migrations = (dialect: Dialect): Record<string, Migration> => ({
+  '0001_objects_changes': {
+    async up(db: Kysely<unknown>) {
+      const pg = dialect === 'postgres';
+      // Byte-order collation on PostgreSQL, so ids sort as on SQLite and keyset paging uses the index.
+      const key = pg ? sql`text collate "C"` : sql`text`;
+      await db.schema
+        .createTable('objects')
+        .addColumn('type', key, (c) => c.notNull())
+        .addColumn('id', key, (c) => c.notNull())
+        .addColumn('data', 'text', (c) => c.notNull())
+        .addColumn('etag', 'text', (c) => c.notNull())
+        .addColumn('create_time', 'bigint', (c) => c.notNull())
+        .addColumn('modify_time', 'bigint', (c) => c.notNull())
+        .addColumn('secret', 'text')
+        .addPrimaryKeyConstraint('objects_pk', ['type', 'id'])
+        .execute();
+      if (pg) {
+        // Filters and ordering read fields from a parsed copy; `data` keeps the served text as written.
+        await sql`ALTER TABLE objects ADD COLUMN doc jsonb GENERATED ALWAYS AS (data::jsonb) STORED`.execute(
+          db,
+        );
+      }
+      await db.schema
+        .createTable('changes')
+        .addColumn('seq', pg ? 'bigserial' : 'integer', (c) =>
+          pg ? c.primaryKey() : c.primaryKey().autoIncrement(),
+        )
+        .addColumn('type', 'text', (c) => c.notNull())
+        .addColumn('id', 'text', (c) => c.notNull())
+        .addColumn('data', 'text')
+        .addColumn('etag', 'text', (c) => c.notNull())
+        .addColumn('time', 'bigint', (c) => c.notNull())
+        .execute();
+      await db.schema.createIndex('changes_type_seq').on('changes').columns(['type', 'seq']).execute();
+      await db.schema
+        .createTable('object_keys')
+        .addColumn('type', key, (c) => c.notNull())
+        .addColumn('name', key, (c) => c.notNull())
+        .addColumn('value', key, (c) => c.notNull())
+        .addColumn('id', key, (c) => c.notNull())
+        .addPrimaryKeyConstraint('object_keys_pk', ['type', 'name', 'value'])
+        .execute();
+      await db.schema.createIndex('object_keys_object').on('object_keys').columns(['type', 'id']).execute();
+    },
+  },
+});
+
+class StaticProvider implements MigrationProvider {
+  constructor(private readonly list: Record<string, Migration>) {}
+  async getMigrations() {
+    return this.list;
+  }
+}
+
+/** Applies every pending migration; returns the names applied. */
+export async function migrate(db: Db): Promise<string[]> {
+  const migrator = new Migrator({ db: db.kysely, provider: new StaticProvider(migrations(db.dialect)) });
+  const { error, results } = await migrator.migrateToLatest();
+  if (error) throw error instanceof Error ? error : new Error(String(error));
+  return (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName);
+}

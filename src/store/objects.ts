@@ -1,0 +1,557 @@
+import { randomBytes, randomInt } from 'node:crypto';
+import { type RawBuilder, sql, type Transaction } from 'kysely';
+import { ApiError } from '../api/errors.js';
+import { type Doc, normalize } from '../objects/fields.js';
+import type { Actor, ObjectType } from '../objects/type.js';
+import type { Database, Db } from './db.js';
+import { type Cursor, encodeCursor, type ListQuery, type SortKey } from './listquery.js';
+
+export interface StoredObject {
+  id: string;
+  doc: Doc;
+  /** The JSON text of doc, as served. */
+  data: string;
+  etag: string;
+  createTime: number;
+  modifyTime: number;
+}
+
+export interface Change {
+  seq: number;
+  type: string;
+  id: string;
+  /** null for a delete. */
+  data: string | null;
+  etag: string;
+  time: number;
+}
+
+export interface ListPage {
+  /** Cursor headers, set only when limit is given and below 1000. */
+  startCursor?: string;
+  endCursor?: string;
+  /** Chunks of JSON-lines text, fetched from the database as they are consumed. */
+  chunks: AsyncIterable<string>;
+}
+
+const ID_ALPHABET = 'abcdefghijklmnopqrstuvwxyz0123456789';
+/** 14 random letters and digits (about 72 bits), as the spec's example. */
+export function newId(): string {
+  let s = '';
+  for (let i = 0; i < 14; i++) s += ID_ALPHABET[randomInt(ID_ALPHABET.length)];
+  return s;
+}
+
+const CHUNK = 1000;
+/** Serializes writers on PostgreSQL so change-log sequence numbers commit in order. */
+const WRITE_LOCK = 0x6761_7465;
+
+type Tx = Transaction<Database>;
+
+/** Does one of the comma-separated ETags in an If-Match / If-None-Match header name `etag`? */
+export function etagMatches(header: string, etag: string, weak: boolean): boolean {
+  const strip = (t: string) => (weak ? t.replace(/^W\//, '') : t);
+  return header
+    .split(',')
+    .map((t) => t.trim())
+    .some((t) => t === '*' || strip(t) === strip(etag));
+}
+
+/**
+ * The object repository: every type is stored the same way, every write appends to the change
+ * log in the same transaction, and writes are conditional on the ETag inside that transaction.
+ */
+export class ObjectStore {
+  constructor(readonly db: Db) {}
+
+  private get k() {
+    return this.db.kysely;
+  }
+
+  async get(type: ObjectType, id: string): Promise<StoredObject | undefined> {
+    const row = await this.k
+      .selectFrom('objects')
+      .select(['id', 'data', 'etag', 'create_time', 'modify_time'])
+      .where('type', '=', type.kind)
+      .where('id', '=', id)
+      .executeTakeFirst();
+    return row && toStored(row);
+  }
+
+  /** Hidden state (hashes) of an object; {} when none. */
+  async getSecret(type: ObjectType, id: string): Promise<Doc> {
+    const row = await this.k
+      .selectFrom('objects')
+      .select('secret')
+      .where('type', '=', type.kind)
+      .where('id', '=', id)
+      .executeTakeFirst();
+    return parseSecret(row?.secret ?? null);
+  }
+
+  /** Finds an object by one of its lookup keys (a unique field, or a hidden key such as an API key hash). */
+  async findByKey(
+    type: ObjectType,
+    name: string,
+    value: string,
+  ): Promise<(StoredObject & { secret: Doc }) | undefined> {
+    const row = await this.k
+      .selectFrom('object_keys as k')
+      .innerJoin('objects as o', (j) => j.onRef('o.type', '=', 'k.type').onRef('o.id', '=', 'k.id'))
+      .select(['o.id', 'o.data', 'o.etag', 'o.create_time', 'o.modify_time', 'o.secret'])
+      .where('k.type', '=', type.kind)
+      .where('k.name', '=', name)
+      .where('k.value', '=', value)
+      .executeTakeFirst();
+    return row && { ...toStored(row), secret: parseSecret(row.secret) };
+  }
+
+  /**
+   * Creates an object from a client body. `id` is given for named types and the singleton,
+   * generated otherwise. Returns the stored object and, for APIKey, the extra response body.
+   */
+  async create(
+    type: ObjectType,
+    input: unknown,
+    id?: string,
+    actor?: Actor,
+  ): Promise<{ obj: StoredObject; response?: Doc }> {
+    const objectId = id ?? newId();
+    return this.write(async (tx) => {
+      const exists = await tx
+        .selectFrom('objects')
+        .select('id')
+        .where('type', '=', type.kind)
+        .where('id', '=', objectId)
+        .executeTakeFirst();
+      if (exists) throw new ApiError('Conflict', `${type.kind} ${objectId} already exists`);
+      const prepared = await this.prepare(type, input, undefined, {}, actor);
+      prepared.doc.ID = objectId;
+      await this.checkRefs(tx, type, prepared.doc, undefined);
+      const obj = await this.insert(tx, type, objectId, prepared.doc, prepared.secret);
+      return { obj, response: prepared.response };
+    });
+  }
+
+  /**
+   * Replaces an object with a client body, if `ifMatch` holds its current ETag.
+   * 404 before 412 before 304 (unchanged: nothing written, no change logged).
+   */
+  async update(
+    type: ObjectType,
+    id: string,
+    input: unknown,
+    ifMatch: string,
+    actor?: Actor,
+  ): Promise<{ obj: StoredObject; changed: boolean }> {
+    return this.write(async (tx) => {
+      const current = await this.current(tx, type, id);
+      if (!etagMatches(ifMatch, current.etag, false)) {
+        throw new ApiError(
+          'PreconditionFailed',
+          `If-Match does not hold the current ETag of ${type.kind} ${id}; fetch it again`,
+          {
+            field: 'If-Match',
+          },
+        );
+      }
+      const prepared = await this.prepare(type, input, current.doc, current.secret, actor);
+      prepared.doc.ID = id;
+      await this.checkRefs(tx, type, prepared.doc, current.doc);
+      const data = JSON.stringify(prepared.doc);
+      if (data === current.data && JSON.stringify(prepared.secret) === JSON.stringify(current.secret)) {
+        return { obj: current, changed: false };
+      }
+      return { obj: await this.replace(tx, type, current, prepared.doc, prepared.secret), changed: true };
+    });
+  }
+
+  async delete(type: ObjectType, id: string, ifMatch: string): Promise<void> {
+    await this.write(async (tx) => {
+      const current = await this.current(tx, type, id);
+      if (!etagMatches(ifMatch, current.etag, false)) {
+        throw new ApiError(
+          'PreconditionFailed',
+          `If-Match does not hold the current ETag of ${type.kind} ${id}`,
+          { field: 'If-Match' },
+        );
+      }
+      await this.remove(tx, type, id);
+    });
+  }
+
+  /**
+   * Server-side read-modify-write, for objects the service itself maintains (read-only types,
+   * flags such as HavePIN, hidden hashes). `mutate` gets the stored doc and secret (undefined when
+   * absent) and returns the new ones, or null to delete. No ETag check: the transaction is the guard.
+   */
+  async systemPut(
+    type: ObjectType,
+    id: string,
+    mutate: (
+      doc: Doc | undefined,
+      secret: Doc,
+    ) => { doc: Doc; secret?: Doc } | null | Promise<{ doc: Doc; secret?: Doc } | null>,
+  ): Promise<StoredObject | undefined> {
+    return this.write(async (tx) => {
+      const row = await tx
+        .selectFrom('objects')
+        .select(['id', 'data', 'etag', 'create_time', 'modify_time', 'secret'])
+        .where('type', '=', type.kind)
+        .where('id', '=', id)
+        .executeTakeFirst();
+      const current = row ? { ...toStored(row), secret: parseSecret(row.secret) } : undefined;
+      const next = await mutate(current?.doc, current?.secret ?? {});
+      if (next === null) {
+        if (current) await this.remove(tx, type, id);
+        return undefined;
+      }
+      // Normalize as if every field were writable, so stored docs always have the declared shape.
+      const doc = normalize(allWritable(type), next.doc, undefined);
+      doc.ID = id;
+      const secret = next.secret ?? current?.secret ?? {};
+      if (!current) return this.insert(tx, type, id, doc, secret);
+      if (JSON.stringify(doc) === current.data && JSON.stringify(secret) === JSON.stringify(current.secret))
+        return current;
+      return this.replace(tx, type, current, doc, secret);
+    });
+  }
+
+  /** The newest change-log sequence number (0 when empty). */
+  async lastSeq(): Promise<number> {
+    const row = await this.k
+      .selectFrom('changes')
+      .select((eb) => eb.fn.max('seq').as('seq'))
+      .executeTakeFirst();
+    return Number(row?.seq ?? 0);
+  }
+
+  /** Changes after `seq`, oldest first, optionally of some types only. */
+  async changesSince(seq: number, limit = 1000, types?: readonly string[]): Promise<Change[]> {
+    let q = this.k.selectFrom('changes').selectAll().where('seq', '>', seq);
+    if (types && types.length > 0) q = q.where('type', 'in', types as string[]);
+    const rows = await q.orderBy('seq').limit(limit).execute();
+    return rows.map((r) => ({ ...r, seq: Number(r.seq), time: Number(r.time) }));
+  }
+
+  /** Streams a list as JSON lines of ListItem {"ID","Item"}; see listquery.ts for the language. */
+  async list(type: ObjectType, q: ListQuery): Promise<ListPage> {
+    const d = this.db.dialect;
+    const keyExprs = q.order.map((k) => fieldExpr(d, k));
+    const baseWhere: RawBuilder<unknown>[] = [sql`type = ${type.kind}`];
+    for (const f of q.filters) {
+      const expr = fieldExpr(d, f);
+      const value = d === 'sqlite' && typeof f.value === 'boolean' ? Number(f.value) : f.value;
+      baseWhere.push(sql`${expr} ${sql.raw(f.op)} ${value}`);
+    }
+    if (q.start) baseWhere.push(positionCond(keyExprs, q.order, q.start, 'from'));
+    if (q.end) baseWhere.push(positionCond(keyExprs, q.order, q.end, 'before'));
+    const keyCols = keyExprs.map((e, i) => sql`${e} AS ${sql.ref(`k${i}`)}`);
+    // "end" without "start" and with a limit: the last rows before end, read backwards.
+    const backwards = q.end !== undefined && q.start === undefined && q.limit !== undefined;
+    const orderBy = (reverse: boolean) =>
+      sql.join(keyExprs.map((e, i) => (q.order[i]?.desc !== reverse ? sql`${e} DESC` : sql`${e} ASC`)));
+
+    const fetch = async (extra: RawBuilder<unknown> | undefined, n: number, offset: number) => {
+      const where = extra ? [...baseWhere, extra] : baseWhere;
+      const res = await sql<
+        { id: string; data: string } & Record<string, unknown>
+      >`SELECT id, data, ${sql.join(keyCols)} FROM objects WHERE ${sql.join(where, sql` AND `)} ORDER BY ${orderBy(backwards)} LIMIT ${n} OFFSET ${offset}`.execute(
+        this.k,
+      );
+      const rows = res.rows;
+      if (backwards) rows.reverse();
+      return rows;
+    };
+    const keyOf = (row: Record<string, unknown>) => q.order.map((_, i) => row[`k${i}`]);
+    const lines = (rows: { id: string; data: string }[]) => {
+      let s = '';
+      for (const r of rows) s += `{"ID":${JSON.stringify(r.id)},"Item":${r.data}}\n`;
+      return s;
+    };
+
+    const limit = q.limit ?? Number.POSITIVE_INFINITY;
+    const first = await fetch(undefined, Math.min(CHUNK, limit), q.offset);
+    const page: ListPage = { chunks: emptyChunks() };
+    if (q.limit !== undefined && q.limit < 1000) {
+      const head = first[0];
+      const tail = first[first.length - 1];
+      page.startCursor = head ? encodeCursor(q.signature, keyOf(head), false) : '';
+      page.endCursor = tail
+        ? encodeCursor(q.signature, keyOf(tail), true)
+        : q.start
+          ? encodeCursor(q.signature, q.start.key, q.start.after)
+          : '';
+    }
+    const self = { fetch, keyOf, lines, keyExprs, order: q.order };
+    page.chunks = (async function* () {
+      let rows = first;
+      let remaining = limit;
+      while (true) {
+        if (rows.length > 0) yield lines(rows);
+        remaining -= rows.length;
+        const last = rows[rows.length - 1];
+        if (backwards || !last || rows.length < CHUNK || remaining <= 0) return;
+        const after = positionCond(self.keyExprs, self.order, { key: self.keyOf(last), after: true }, 'from');
+        rows = await self.fetch(after, Math.min(CHUNK, remaining), 0);
+      }
+    })();
+    return page;
+  }
+
+  // ---- internals ------------------------------------------------------------------------------
+
+  private async write<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
+    return this.k.transaction().execute(async (tx) => {
+      if (this.db.dialect === 'postgres') await sql`SELECT pg_advisory_xact_lock(${WRITE_LOCK})`.execute(tx);
+      return fn(tx);
+    });
+  }
+
+  private async current(tx: Tx, type: ObjectType, id: string): Promise<StoredObject & { secret: Doc }> {
+    const row = await tx
+      .selectFrom('objects')
+      .select(['id', 'data', 'etag', 'create_time', 'modify_time', 'secret'])
+      .where('type', '=', type.kind)
+      .where('id', '=', id)
+      .executeTakeFirst();
+    if (!row) throw new ApiError('NotFound', `${type.kind} ${id} does not exist`);
+    return { ...toStored(row), secret: parseSecret(row.secret) };
+  }
+
+  /** Reference fields must name existing objects; unchanged values are not re-checked. */
+  private async checkRefs(tx: Tx, type: ObjectType, doc: Doc, previous: Doc | undefined) {
+    for (const [name, field] of Object.entries(type.fields)) {
+      if ((field.kind !== 'string' && field.kind !== 'strings') || !field.ref) continue;
+      const value = doc[name];
+      const ids = (Array.isArray(value) ? value : [value]).filter(
+        (v): v is string => typeof v === 'string' && v !== '',
+      );
+      const before = previous?.[name];
+      const old = new Set(Array.isArray(before) ? before : [before]);
+      for (const id of ids) {
+        if (old.has(id)) continue;
+        const found = await tx
+          .selectFrom('objects')
+          .select('id')
+          .where('type', '=', field.ref)
+          .where('id', '=', id)
+          .executeTakeFirst();
+        if (!found)
+          throw new ApiError('InvalidField', `${name}: ${field.ref} ${id} does not exist`, { field: name });
+      }
+    }
+  }
+
+  private async prepare(
+    type: ObjectType,
+    input: unknown,
+    previous: Doc | undefined,
+    secret: Doc,
+    actor?: Actor,
+  ) {
+    const writable = type.writeOnly ? { ...type.fields, ...type.writeOnly } : type.fields;
+    const doc = normalize(writable, input, previous);
+    for (const name of Object.keys(type.writeOnly ?? {})) delete doc[name];
+    const ctx = {
+      doc,
+      input: input as Doc,
+      secret: { ...secret },
+      previous,
+      isCreate: previous === undefined,
+      actor,
+      response: undefined as Doc | undefined,
+    };
+    await type.prepare?.(ctx);
+    return ctx;
+  }
+
+  private keysOf(type: ObjectType, doc: Doc, secret: Doc): Map<string, string> {
+    const keys = new Map<string, string>();
+    for (const name of type.unique ?? []) {
+      const v = doc[name];
+      if (typeof v === 'string' && v !== '') keys.set(name, v.toLowerCase());
+    }
+    for (const [k, v] of Object.entries(type.lookupKeys?.(doc, secret) ?? {})) keys.set(k, v);
+    return keys;
+  }
+
+  private async writeKeys(
+    tx: Tx,
+    type: ObjectType,
+    id: string,
+    keys: Map<string, string>,
+    oldKeys: Map<string, string>,
+  ) {
+    const same = keys.size === oldKeys.size && [...keys].every(([k, v]) => oldKeys.get(k) === v);
+    if (same) return;
+    for (const [name, value] of keys) {
+      const owner = await tx
+        .selectFrom('object_keys')
+        .select('id')
+        .where('type', '=', type.kind)
+        .where('name', '=', name)
+        .where('value', '=', value)
+        .executeTakeFirst();
+      if (owner && owner.id !== id) {
+        throw new ApiError('Conflict', `another ${type.kind} already has this ${name}`, { field: name });
+      }
+    }
+    await tx.deleteFrom('object_keys').where('type', '=', type.kind).where('id', '=', id).execute();
+    if (keys.size > 0) {
+      await tx
+        .insertInto('object_keys')
+        .values([...keys].map(([name, value]) => ({ type: type.kind, name, value, id })))
+        .execute();
+    }
+  }
+
+  /** Appends to the change log; returns the object's new ETag (random, so it reveals nothing). */
+  private async logChange(
+    tx: Tx,
+    type: ObjectType,
+    id: string,
+    data: string | null,
+    now: number,
+  ): Promise<string> {
+    const etag = `"${randomBytes(12).toString('base64url')}"`;
+    await tx.insertInto('changes').values({ type: type.kind, id, data, etag, time: now }).execute();
+    return etag;
+  }
+
+  private async insert(tx: Tx, type: ObjectType, id: string, doc: Doc, secret: Doc): Promise<StoredObject> {
+    const now = Date.now();
+    const data = JSON.stringify(doc);
+    await this.writeKeys(tx, type, id, this.keysOf(type, doc, secret), new Map());
+    const etag = await this.logChange(tx, type, id, data, now);
+    await tx
+      .insertInto('objects')
+      .values({
+        type: type.kind,
+        id,
+        data,
+        etag,
+        create_time: now,
+        modify_time: now,
+        secret: secretText(secret),
+      })
+      .execute();
+    return { id, doc, data, etag, createTime: now, modifyTime: now };
+  }
+
+  private async replace(
+    tx: Tx,
+    type: ObjectType,
+    current: StoredObject & { secret: Doc },
+    doc: Doc,
+    secret: Doc,
+  ): Promise<StoredObject> {
+    const now = Math.max(Date.now(), current.modifyTime);
+    const data = JSON.stringify(doc);
+    await this.writeKeys(
+      tx,
+      type,
+      current.id,
+      this.keysOf(type, doc, secret),
+      this.keysOf(type, current.doc, current.secret),
+    );
+    const etag = await this.logChange(tx, type, current.id, data, now);
+    await tx
+      .updateTable('objects')
+      .set({ data, etag, modify_time: now, secret: secretText(secret) })
+      .where('type', '=', type.kind)
+      .where('id', '=', current.id)
+      .execute();
+    return { ...current, doc, data, etag, modifyTime: now };
+  }
+
+  private async remove(tx: Tx, type: ObjectType, id: string) {
+    await tx.deleteFrom('object_keys').where('type', '=', type.kind).where('id', '=', id).execute();
+    await tx.deleteFrom('objects').where('type', '=', type.kind).where('id', '=', id).execute();
+    await this.logChange(tx, type, id, null, Date.now());
+  }
+}
+
+function toStored(row: {
+  id: string;
+  data: string;
+  etag: string;
+  create_time: number;
+  modify_time: number;
+}): StoredObject {
+  return {
+    id: row.id,
+    data: row.data,
+    doc: JSON.parse(row.data) as Doc,
+    etag: row.etag,
+    createTime: Number(row.create_time),
+    modifyTime: Number(row.modify_time),
+  };
+}
+
+const parseSecret = (text: string | null): Doc => (text ? (JSON.parse(text) as Doc) : {});
+const secretText = (s: Doc) => (Object.keys(s).length > 0 ? JSON.stringify(s) : null);
+
+function allWritable(type: ObjectType) {
+  const strip = (fields: ObjectType['fields']): ObjectType['fields'] =>
+    Object.fromEntries(
+      Object.entries(fields).map(([k, f]) => [
+        k,
+        f.kind === 'object' ? { ...f, readOnly: false, fields: strip(f.fields) } : { ...f, readOnly: false },
+      ]),
+    );
+  return strip(type.fields);
+}
+
+async function* emptyChunks(): AsyncIterable<string> {}
+
+/** SQL for a field's value, typed so that comparisons and sorting agree on both backends. */
+function fieldExpr(dialect: Db['dialect'], k: Pick<SortKey, 'path' | 'field'>): RawBuilder<unknown> {
+  if (k.path === 'ID') return sql`id`;
+  const parts = k.path.split('.');
+  if (dialect === 'sqlite') {
+    const json = sql.raw(`json_extract(data, '$.${parts.join('.')}')`);
+    const zero =
+      k.field.kind === 'boolean' ? 0 : k.field.kind === 'integer' || k.field.kind === 'number' ? 0 : '';
+    return sql`coalesce(${json}, ${sql.lit(zero)})`;
+  }
+  const text = sql.raw(`(doc #>> '{${parts.join(',')}}')`);
+  switch (k.field.kind) {
+    case 'boolean':
+      return sql`coalesce(${text}::boolean, false)`;
+    case 'integer':
+    case 'number':
+      return sql`coalesce(${text}::numeric, 0)`;
+    default:
+      return sql`(coalesce(${text}, '') collate "C")`;
+  }
+}
+
+/**
+ * The keyset condition for a position. 'from': records at or after it; 'before': records
+ * strictly before it. A position is "at record K" (after=false) or "right after K" (after=true).
+ */
+function positionCond(
+  exprs: RawBuilder<unknown>[],
+  order: SortKey[],
+  pos: Cursor,
+  side: 'from' | 'before',
+): RawBuilder<unknown> {
+  // Rows beyond K in iteration order (or before it, for 'before'), plus K itself when the position includes it.
+  const includeEqual = side === 'from' ? !pos.after : pos.after;
+  const terms: RawBuilder<unknown>[] = [];
+  for (let i = 0; i < exprs.length; i++) {
+    const eqs = exprs.slice(0, i).map((e, j) => sql`${e} = ${pos.key[j]}`);
+    const forward = side === 'from' ? !order[i]?.desc : !!order[i]?.desc;
+    const cmp = sql`${exprs[i]} ${sql.raw(forward ? '>' : '<')} ${pos.key[i]}`;
+    terms.push(sql`(${sql.join([...eqs, cmp], sql` AND `)})`);
+  }
+  if (includeEqual)
+    terms.push(
+      sql`(${sql.join(
+        exprs.map((e, j) => sql`${e} = ${pos.key[j]}`),
+        sql` AND `,
+      )})`,
+    );
+  return sql`(${sql.join(terms, sql` OR `)})`;
+}

@@ -1,0 +1,98 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify';
+import pino from 'pino';
+import { createServer } from '../src/api/server.js';
+import { bootstrap, createApiKey } from '../src/store/bootstrap.js';
+import { type Db, openDb } from '../src/store/db.js';
+import { migrate } from '../src/store/migrations.js';
+import { ObjectStore } from '../src/store/objects.js';
+import { createPgDatabase } from './pg.js';
+
+export type Backend = 'sqlite' | 'postgres';
+
+/** The backends this run covers (decided in global-setup). */
+export function backends(): Backend[] {
+  return (process.env.GATEHOUSE_TEST_ACTIVE_BACKENDS ?? 'sqlite').split(',').filter(Boolean) as Backend[];
+}
+
+/** A new, empty database location of the given backend, with its cleanup. */
+export async function freshLocation(backend: Backend): Promise<{ location: string; cleanup: () => Promise<void> }> {
+  if (backend === 'postgres') {
+    const { url, drop } = await createPgDatabase();
+    return { location: url, cleanup: drop };
+  }
+  const dir = mkdtempSync(join(tmpdir(), 'gatehouse-test-'));
+  return { location: join(dir, 'gatehouse.db'), cleanup: async () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+export async function freshStore(backend: Backend): Promise<{ db: Db; store: ObjectStore; cleanup: () => Promise<void> }> {
+  const { location, cleanup } = await freshLocation(backend);
+  const db = openDb(location);
+  await migrate(db);
+  return {
+    db,
+    store: new ObjectStore(db),
+    cleanup: async () => {
+      await db.close();
+      await cleanup();
+    },
+  };
+}
+
+export interface TestService {
+  app: FastifyInstance;
+  store: ObjectStore;
+  db: Db;
+  adminKey: string;
+  adminId: string;
+  /** Lines the service logged, to check that nothing secret was written. */
+  logs: string[];
+  /** Sends a request with the admin key unless headers.authorization is given ('' sends none). */
+  req(opts: InjectOptions & { key?: string }): Promise<LightMyRequestResponse>;
+  keyFor(scopes: string[], userId?: string): Promise<string>;
+  close(): Promise<void>;
+}
+
+/** The service on a fresh database, served in-process (fastify inject: no sockets). */
+export async function startTestService(backend: Backend): Promise<TestService> {
+  const { db, store, cleanup } = await freshStore(backend);
+  const adminId = (await bootstrap(store)) as string;
+  const adminKey = await createApiKey(store, ['admin'], adminId, 'test admin');
+  const logs: string[] = [];
+  const logger = pino({ level: 'info' }, { write: (line: string) => void logs.push(line) });
+  const app = await createServer({ store, logger });
+  await app.ready();
+  return {
+    app,
+    store,
+    db,
+    adminKey,
+    adminId,
+    logs,
+    req(opts) {
+      const { key, ...rest } = opts;
+      const headers: Record<string, string> = { ...(rest.headers as Record<string, string>) };
+      const k = key ?? adminKey;
+      if (k !== '' && headers.authorization === undefined) headers.authorization = `Bearer ${k}`;
+      if (headers.authorization === '') delete headers.authorization;
+      if (rest.payload !== undefined && typeof rest.payload === 'object' && headers['content-type'] === undefined) {
+        headers['content-type'] = 'application/json';
+      }
+      return app.inject({ ...rest, headers });
+    },
+    keyFor: (scopes, userId = '') => createApiKey(store, scopes, userId, 'test key'),
+    async close() {
+      await app.close();
+      await cleanup();
+    },
+  };
+}
+
+/** Parses a JSON-lines body. */
+export const jsonLines = (body: string): Record<string, unknown>[] =>
+  body
+    .split('\n')
+    .filter((l) => l !== '')
+    .map((l) => JSON.parse(l) as Record<string, unknown>);
