@@ -54,7 +54,7 @@ export async function startService(
   const { cert, key } = config.server;
   if ((cert === '') !== (key === '')) throw new Error('server.cert and server.key must be set together');
   const https = cert ? { cert: readFileSync(cert), key: readFileSync(key) } : undefined;
-  const app = await createServer({ store, logger, ...(https ? { https } : {}) });
+  const app = await createServer({ store, db, logger, config, ...(https ? { https } : {}) });
   const { host, port } = parseListen(config.server.listen);
   await app.listen({ host, port });
   const addr = app.server.address();

@@ -10,8 +10,11 @@ export default async function setup() {
   if (backends.includes('postgres')) {
     if (!(await pgReachable())) tryStartLocalCluster();
     if (!(await pgReachable())) {
-      if (process.env.CI) throw new Error('PostgreSQL is not reachable and CI=true: the suite must run on both backends');
-      process.stdout.write('\n*** PostgreSQL is not reachable: skipping the postgres backend (set GATEHOUSE_TEST_PG) ***\n\n');
+      if (process.env.CI)
+        throw new Error('PostgreSQL is not reachable and CI=true: the suite must run on both backends');
+      process.stdout.write(
+        '\n*** PostgreSQL is not reachable: skipping the postgres backend (set GATEHOUSE_TEST_PG) ***\n\n',
+      );
       backends = backends.filter((b) => b !== 'postgres');
     }
   }

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify';
 import pino from 'pino';
 import { createServer } from '../src/api/server.js';
+import { loadServiceConfig } from '../src/config/index.js';
 import { bootstrap, createApiKey } from '../src/store/bootstrap.js';
 import { type Db, openDb } from '../src/store/db.js';
 import { migrate } from '../src/store/migrations.js';
@@ -18,16 +19,23 @@ export function backends(): Backend[] {
 }
 
 /** A new, empty database location of the given backend, with its cleanup. */
-export async function freshLocation(backend: Backend): Promise<{ location: string; cleanup: () => Promise<void> }> {
+export async function freshLocation(
+  backend: Backend,
+): Promise<{ location: string; cleanup: () => Promise<void> }> {
   if (backend === 'postgres') {
     const { url, drop } = await createPgDatabase();
     return { location: url, cleanup: drop };
   }
   const dir = mkdtempSync(join(tmpdir(), 'gatehouse-test-'));
-  return { location: join(dir, 'gatehouse.db'), cleanup: async () => rmSync(dir, { recursive: true, force: true }) };
+  return {
+    location: join(dir, 'gatehouse.db'),
+    cleanup: async () => rmSync(dir, { recursive: true, force: true }),
+  };
 }
 
-export async function freshStore(backend: Backend): Promise<{ db: Db; store: ObjectStore; cleanup: () => Promise<void> }> {
+export async function freshStore(
+  backend: Backend,
+): Promise<{ db: Db; store: ObjectStore; cleanup: () => Promise<void> }> {
   const { location, cleanup } = await freshLocation(backend);
   const db = openDb(location);
   await migrate(db);
@@ -62,7 +70,8 @@ export async function startTestService(backend: Backend): Promise<TestService> {
   const adminKey = await createApiKey(store, ['admin'], adminId, 'test admin');
   const logs: string[] = [];
   const logger = pino({ level: 'info' }, { write: (line: string) => void logs.push(line) });
-  const app = await createServer({ store, logger });
+  const config = loadServiceConfig({ env: {} });
+  const app = await createServer({ store, db, logger, config });
   await app.ready();
   return {
     app,
@@ -77,7 +86,11 @@ export async function startTestService(backend: Backend): Promise<TestService> {
       const k = key ?? adminKey;
       if (k !== '' && headers.authorization === undefined) headers.authorization = `Bearer ${k}`;
       if (headers.authorization === '') delete headers.authorization;
-      if (rest.payload !== undefined && typeof rest.payload === 'object' && headers['content-type'] === undefined) {
+      if (
+        rest.payload !== undefined &&
+        typeof rest.payload === 'object' &&
+        headers['content-type'] === undefined
+      ) {
         headers['content-type'] = 'application/json';
       }
       return app.inject({ ...rest, headers });

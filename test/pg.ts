@@ -22,14 +22,17 @@ export function tryStartLocalCluster(): void {
   try {
     const versions = execFileSync('ls', ['/etc/postgresql'], { encoding: 'utf8' }).trim().split('\n');
     const v = versions[versions.length - 1];
-    if (v) execFileSync('pg_ctlcluster', ['--skip-systemctl-redirect', v, 'main', 'start'], { stdio: 'ignore' });
+    if (v)
+      execFileSync('pg_ctlcluster', ['--skip-systemctl-redirect', v, 'main', 'start'], { stdio: 'ignore' });
   } catch {
     // not installed, or already running: pgReachable decides
   }
 }
 
 /** Creates a throwaway database and returns its URL and a function that drops it. */
-export async function createPgDatabase(prefix = 'gh_test'): Promise<{ url: string; drop: () => Promise<void> }> {
+export async function createPgDatabase(
+  prefix = 'gh_test',
+): Promise<{ url: string; drop: () => Promise<void> }> {
   const name = `${prefix}_${process.pid}_${Math.random().toString(36).slice(2, 10)}`;
   const admin = new pg.Client({ connectionString: PG_ADMIN_URL });
   await admin.connect();

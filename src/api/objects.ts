@@ -7,8 +7,9 @@ import { objectTypes } from '../objects/registry.js';
 import { TENANT_ID } from '../objects/tenant.js';
 import type { ObjectType, Op } from '../objects/type.js';
 import { parseListQuery, type RawListQuery } from '../store/listquery.js';
-import type { ObjectStore, StoredObject } from '../store/objects.js';
+import type { StoredObject } from '../store/objects.js';
 import { etagMatches } from '../store/objects.js';
+import type { ServiceContext } from './context.js';
 import { ApiError } from './errors.js';
 import { setObjectHeaders, singleHeader } from './http.js';
 
@@ -74,7 +75,7 @@ function notAllowed(type: ObjectType, item: boolean): never {
 }
 
 /** Registers list, create, get, update and delete for every type, as its ops allow. */
-export function registerObjectRoutes(app: FastifyInstance, store: ObjectStore) {
+export function registerObjectRoutes(app: FastifyInstance, { store }: ServiceContext) {
   for (const type of objectTypes) {
     const has = (op: Op) => type.ops.includes(op);
     const collection = `/${type.path}`;

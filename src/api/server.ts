@@ -7,29 +7,27 @@ import Fastify, {
   type FastifyRequest,
   LogController,
 } from 'fastify';
-import type { Logger } from 'pino';
-import { authenticateApiKey, presentedKey, unauthenticated } from '../auth/apikeys.js';
+import { unauthenticated } from '../auth/apikeys.js';
+import { authenticate } from '../auth/authenticate.js';
 import type { Principal } from '../auth/principal.js';
-import type { ObjectStore } from '../store/objects.js';
+import type { ServiceContext } from './context.js';
 import { ApiError, type ErrorKind, isApiError } from './errors.js';
-import { registerObjectRoutes } from './objects.js';
-import { registerUserRoutes } from './users.js';
+import { registrars } from './routes.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
     principal: Principal | undefined;
+  }
+  interface FastifyContextConfig {
+    /** required (default): 401 without credentials; optional: principal if any; none: not even looked at. */
+    auth?: 'required' | 'optional' | 'none';
   }
 }
 
 export const API_VERSIONS = ['v1'] as const;
 const BODY_LIMIT = 1024 * 1024;
 
-/** Paths served without credentials. */
-const PUBLIC = new Set(['/healthz']);
-
-export interface ServerOptions {
-  store: ObjectStore;
-  logger: Logger;
+export interface ServerOptions extends ServiceContext {
   /** PEM certificate and key: serve HTTPS instead of HTTP. */
   https?: { cert: Buffer; key: Buffer };
 }
@@ -64,9 +62,9 @@ class RequestLog extends LogController {
 }
 
 export async function createServer(opts: ServerOptions): Promise<FastifyInstance> {
-  const { store } = opts;
+  const { https, ...ctx } = opts;
   const app = Fastify({
-    ...(opts.https ? { https: opts.https } : {}),
+    ...(https ? { https } : {}),
     loggerInstance: opts.logger as FastifyBaseLogger,
     logController: new RequestLog(),
     bodyLimit: BODY_LIMIT,
@@ -94,19 +92,16 @@ export async function createServer(opts: ServerOptions): Promise<FastifyInstance
         },
       );
     }
-    if (PUBLIC.has(req.routeOptions.url ?? '')) return;
-    const key = presentedKey(
-      req.headers.authorization,
-      (req.query as Record<string, unknown> | undefined)?.access_token,
-    );
-    if (key === undefined) {
-      if (req.routeOptions.url === undefined) return; // unknown path: let the 404 handler answer
+    const mode = req.routeOptions.config?.auth ?? 'required';
+    if (mode === 'none') return;
+    req.principal = await authenticate(req, ctx);
+    // An unknown path has no route: let the 404 handler answer rather than ask for credentials.
+    if (!req.principal && mode === 'required' && req.routeOptions.url !== undefined) {
       throw unauthenticated(
         'authentication required: send an API key as "Authorization: Bearer <key>"',
         false,
       );
     }
-    req.principal = await authenticateApiKey(store, key);
   });
 
   app.setErrorHandler((err: FastifyError | ApiError, req, reply) => {
@@ -138,12 +133,6 @@ export async function createServer(opts: ServerOptions): Promise<FastifyInstance
     throw new ApiError('NotFound', `no endpoint ${req.method} ${redactUrl(req.url.split('?')[0] ?? '')}`);
   });
 
-  app.get('/healthz', async (_req, reply) => {
-    await store.lastSeq();
-    return reply.type('application/json').send('{"Status":"ok"}');
-  });
-
-  registerUserRoutes(app, store);
-  registerObjectRoutes(app, store);
+  for (const register of registrars) await register(app, ctx);
   return app;
 }

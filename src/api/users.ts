@@ -1,11 +1,11 @@
 import type { FastifyInstance } from 'fastify';
 import { User } from '../objects/user.js';
-import type { ObjectStore } from '../store/objects.js';
+import type { ServiceContext } from './context.js';
 import { ApiError } from './errors.js';
 import { principalOf, sendObject } from './objects.js';
 
 /** User endpoints beyond CRUD. Literal paths are registered before /users/:id matches them. */
-export function registerUserRoutes(app: FastifyInstance, store: ObjectStore) {
+export function registerUserRoutes(app: FastifyInstance, { store }: ServiceContext) {
   app.get('/users/me', async (req, reply) => {
     const p = principalOf(req);
     const obj = p.userId === '' ? undefined : await store.get(User, p.userId);

@@ -1,4 +1,5 @@
 import { randomBytes, randomInt } from 'node:crypto';
+import { EventEmitter } from 'node:events';
 import { type RawBuilder, sql, type Transaction } from 'kysely';
 import { ApiError } from '../api/errors.js';
 import { type Doc, normalize } from '../objects/fields.js';
@@ -62,7 +63,12 @@ export function etagMatches(header: string, etag: string, weak: boolean): boolea
  * log in the same transaction, and writes are conditional on the ETag inside that transaction.
  */
 export class ObjectStore {
-  constructor(readonly db: Db) {}
+  /** Emits 'commit' after every committed write, so in-process readers of the change log wake at once. */
+  readonly commits = new EventEmitter();
+
+  constructor(readonly db: Db) {
+    this.commits.setMaxListeners(0);
+  }
 
   private get k() {
     return this.db.kysely;
@@ -302,10 +308,12 @@ export class ObjectStore {
   // ---- internals ------------------------------------------------------------------------------
 
   private async write<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
-    return this.k.transaction().execute(async (tx) => {
+    const result = await this.k.transaction().execute(async (tx) => {
       if (this.db.dialect === 'postgres') await sql`SELECT pg_advisory_xact_lock(${WRITE_LOCK})`.execute(tx);
       return fn(tx);
     });
+    this.commits.emit('commit');
+    return result;
   }
 
   private async current(tx: Tx, type: ObjectType, id: string): Promise<StoredObject & { secret: Doc }> {

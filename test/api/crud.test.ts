@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { objectTypes } from '../../src/objects/registry.js';
-import { backends, type TestService, startTestService } from '../helpers.js';
+import { backends, startTestService, type TestService } from '../helpers.js';
 
 const HTTP_DATE = /^[A-Z][a-z]{2}, \d{2} [A-Z][a-z]{2} \d{4} \d{2}:\d{2}:\d{2} GMT$/;
 
@@ -26,7 +26,12 @@ describe.each(backends())('generic object API on %s', (backend) => {
   afterAll(async () => s?.close());
 
   it('creates a user from {} with the fields the spec shows', async () => {
-    const res = await s.req({ method: 'POST', url: '/users', payload: {}, headers: { accept: 'application/json' } });
+    const res = await s.req({
+      method: 'POST',
+      url: '/users',
+      payload: {},
+      headers: { accept: 'application/json' },
+    });
     expect(res.statusCode).toBe(201);
     expect(res.body).toBe('');
     const id = res.headers['x-id'] as string;
@@ -79,7 +84,12 @@ describe.each(backends())('generic object API on %s', (backend) => {
         expect(post.headers.allow).toBe('GET, HEAD');
         expect(post.headers['x-error-code']).toBe('Method Not Allowed');
         for (const method of ['PUT', 'DELETE'] as const) {
-          const r = await s.req({ method, url: `/${type.path}/x1`, payload: {}, headers: { 'if-match': '"x"' } });
+          const r = await s.req({
+            method,
+            url: `/${type.path}/x1`,
+            payload: {},
+            headers: { 'if-match': '"x"' },
+          });
           expect(r.statusCode, `${method} /${type.path}/x1`).toBe(405);
         }
         expect((await s.req({ method: 'GET', url: `/${type.path}/nope` })).statusCode).toBe(404);
@@ -92,7 +102,8 @@ describe.each(backends())('generic object API on %s', (backend) => {
           ? await s.req({ method: 'POST', url: `/${type.path}/vh-${backend}.example.com`, payload: body })
           : await s.req({ method: 'POST', url: `/${type.path}`, payload: body });
       expect(created.statusCode, `${type.kind} ${created.body}`).toBe(201);
-      for (const h of ['x-id', 'location', 'x-create-time', 'last-modified', 'etag']) expect(created.headers[h], h).toBeDefined();
+      for (const h of ['x-id', 'location', 'x-create-time', 'last-modified', 'etag'])
+        expect(created.headers[h], h).toBeDefined();
       if (type.kind === 'APIKey') expect(created.json().Secret).toMatch(/^gv[A-Za-z0-9]{54}$/);
       else expect(created.body, type.kind).toBe('');
       const id = created.headers['x-id'] as string;
@@ -108,7 +119,11 @@ describe.each(backends())('generic object API on %s', (backend) => {
       expect(put.statusCode, `unchanged PUT ${type.kind}`).toBe(304);
       const listed = await s.req({ method: 'GET', url: `/${type.path}` });
       expect(listed.body).toContain(`"ID":"${id}"`);
-      const del = await s.req({ method: 'DELETE', url: `/${type.path}/${id}`, headers: { 'if-match': got.headers.etag as string } });
+      const del = await s.req({
+        method: 'DELETE',
+        url: `/${type.path}/${id}`,
+        headers: { 'if-match': got.headers.etag as string },
+      });
       expect(del.statusCode).toBe(204);
       expect((await s.req({ method: 'GET', url: `/${type.path}/${id}` })).statusCode).toBe(404);
     }
@@ -140,7 +155,11 @@ describe.each(backends())('generic object API on %s', (backend) => {
       expect(match.statusCode).toBe(304);
       expect(match.body).toBe('');
       expect(match.headers.etag).toBe(etag);
-      const stale = await s.req({ method: 'GET', url: `/users/${id}`, headers: { 'if-none-match': '"stale"' } });
+      const stale = await s.req({
+        method: 'GET',
+        url: `/users/${id}`,
+        headers: { 'if-none-match': '"stale"' },
+      });
       expect(stale.statusCode).toBe(200);
       expect(stale.json().Name.FullName).toBe('Ada');
     });
@@ -157,17 +176,32 @@ describe.each(backends())('generic object API on %s', (backend) => {
 
     it('updates with the current ETag: 204, a new ETag, and the change visible', async () => {
       const get = await s.req({ method: 'GET', url: `/users/${id}` });
-      const body = { ...get.json(), Name: { FullName: 'Ada Lovelace' }, SuspendAfter: '2030-01-02T03:04:05+01:00' };
-      const r = await s.req({ method: 'PUT', url: `/users/${id}`, payload: body, headers: { 'if-match': etag } });
+      const body = {
+        ...get.json(),
+        Name: { FullName: 'Ada Lovelace' },
+        SuspendAfter: '2030-01-02T03:04:05+01:00',
+      };
+      const r = await s.req({
+        method: 'PUT',
+        url: `/users/${id}`,
+        payload: body,
+        headers: { 'if-match': etag },
+      });
       expect(r.statusCode).toBe(204);
       expect(r.headers.etag).not.toBe(etag);
-      for (const h of ['x-id', 'location', 'x-create-time', 'last-modified']) expect(r.headers[h]).toBeDefined();
+      for (const h of ['x-id', 'location', 'x-create-time', 'last-modified'])
+        expect(r.headers[h]).toBeDefined();
       const after = await s.req({ method: 'GET', url: `/users/${id}` });
       expect(after.headers.etag).toBe(r.headers.etag);
       expect(after.json().Name.FullName).toBe('Ada Lovelace');
       expect(after.json().SuspendAfter).toBe('2030-01-02T02:04:05Z');
       // A stale ETag now fails and stores nothing.
-      const stale = await s.req({ method: 'PUT', url: `/users/${id}`, payload: { Name: { FullName: 'Z' } }, headers: { 'if-match': etag } });
+      const stale = await s.req({
+        method: 'PUT',
+        url: `/users/${id}`,
+        payload: { Name: { FullName: 'Z' } },
+        headers: { 'if-match': etag },
+      });
       expect(stale.statusCode).toBe(412);
       expect(stale.headers['x-error-code']).toBe('Precondition Failed');
       expect((await s.req({ method: 'GET', url: `/users/${id}` })).json().Name.FullName).toBe('Ada Lovelace');
@@ -176,7 +210,12 @@ describe.each(backends())('generic object API on %s', (backend) => {
 
     it('answers 304 to an unchanged PUT without touching Last-Modified or the ETag', async () => {
       const get = await s.req({ method: 'GET', url: `/users/${id}` });
-      const r = await s.req({ method: 'PUT', url: `/users/${id}`, payload: get.json(), headers: { 'if-match': etag } });
+      const r = await s.req({
+        method: 'PUT',
+        url: `/users/${id}`,
+        payload: get.json(),
+        headers: { 'if-match': etag },
+      });
       expect(r.statusCode).toBe(304);
       const again = await s.req({ method: 'GET', url: `/users/${id}` });
       expect(again.headers.etag).toBe(etag);
@@ -184,7 +223,12 @@ describe.each(backends())('generic object API on %s', (backend) => {
     });
 
     it('ignores server-managed fields on write', async () => {
-      const r = await s.req({ method: 'PUT', url: `/users/${id}`, payload: { HavePIN: true, ID: 'other' }, headers: { 'if-match': etag } });
+      const r = await s.req({
+        method: 'PUT',
+        url: `/users/${id}`,
+        payload: { HavePIN: true, ID: 'other' },
+        headers: { 'if-match': etag },
+      });
       expect(r.statusCode).toBe(204);
       const get = await s.req({ method: 'GET', url: `/users/${id}` });
       expect(get.json().HavePIN).toBe(false);
@@ -193,15 +237,24 @@ describe.each(backends())('generic object API on %s', (backend) => {
     });
 
     it('answers 404 for PUT and DELETE of a missing object, before checking the ETag', async () => {
-      expect((await s.req({ method: 'PUT', url: '/users/unknown', payload: {}, headers: { 'if-match': '"x"' } })).statusCode).toBe(404);
-      expect((await s.req({ method: 'DELETE', url: '/users/unknown', headers: { 'if-match': '"x"' } })).statusCode).toBe(404);
+      expect(
+        (await s.req({ method: 'PUT', url: '/users/unknown', payload: {}, headers: { 'if-match': '"x"' } }))
+          .statusCode,
+      ).toBe(404);
+      expect(
+        (await s.req({ method: 'DELETE', url: '/users/unknown', headers: { 'if-match': '"x"' } })).statusCode,
+      ).toBe(404);
       expect((await s.req({ method: 'GET', url: '/users/unknown' })).statusCode).toBe(404);
     });
 
     it('deletes only with the current ETag', async () => {
       const none = await s.req({ method: 'DELETE', url: `/users/${id}` });
       expect(none.statusCode).toBe(428);
-      const stale = await s.req({ method: 'DELETE', url: `/users/${id}`, headers: { 'if-match': '"stale"' } });
+      const stale = await s.req({
+        method: 'DELETE',
+        url: `/users/${id}`,
+        headers: { 'if-match': '"stale"' },
+      });
       expect(stale.statusCode).toBe(412);
       expect((await s.req({ method: 'GET', url: `/users/${id}` })).statusCode).toBe(200);
       const ok = await s.req({ method: 'DELETE', url: `/users/${id}`, headers: { 'if-match': etag } });
@@ -212,14 +265,30 @@ describe.each(backends())('generic object API on %s', (backend) => {
 
   it('updates the tenant with If-Match: 204, 304 unchanged, 412 stale', async () => {
     const get = await s.req({ method: 'GET', url: '/tenant' });
-    for (const h of ['etag', 'location', 'x-create-time', 'last-modified']) expect(get.headers[h]).toBeDefined();
+    for (const h of ['etag', 'location', 'x-create-time', 'last-modified'])
+      expect(get.headers[h]).toBeDefined();
     const etag = get.headers.etag as string;
-    const same = await s.req({ method: 'PUT', url: '/tenant', payload: get.json(), headers: { 'if-match': etag } });
+    const same = await s.req({
+      method: 'PUT',
+      url: '/tenant',
+      payload: get.json(),
+      headers: { 'if-match': etag },
+    });
     expect(same.statusCode).toBe(304);
-    const changed = await s.req({ method: 'PUT', url: '/tenant', payload: { ...get.json(), Name: 'Acme' }, headers: { 'if-match': etag } });
+    const changed = await s.req({
+      method: 'PUT',
+      url: '/tenant',
+      payload: { ...(get.json() as object), Name: 'Acme' },
+      headers: { 'if-match': etag },
+    });
     expect(changed.statusCode).toBe(204);
     expect((await s.req({ method: 'GET', url: '/tenant' })).json().Name).toBe('Acme');
-    const stale = await s.req({ method: 'PUT', url: '/tenant', payload: { Name: 'B' }, headers: { 'if-match': etag } });
+    const stale = await s.req({
+      method: 'PUT',
+      url: '/tenant',
+      payload: { Name: 'B' },
+      headers: { 'if-match': etag },
+    });
     expect(stale.statusCode).toBe(412);
   });
 
@@ -228,7 +297,11 @@ describe.each(backends())('generic object API on %s', (backend) => {
     expect(me.statusCode).toBe(200);
     expect(me.json().ID).toBe(s.adminId);
     expect(me.headers['x-id']).toBe(s.adminId);
-    const cached = await s.req({ method: 'GET', url: '/users/me', headers: { 'if-none-match': me.headers.etag as string } });
+    const cached = await s.req({
+      method: 'GET',
+      url: '/users/me',
+      headers: { 'if-none-match': me.headers.etag as string },
+    });
     expect(cached.statusCode).toBe(304);
     const serviceKey = await s.keyFor(['admin']);
     expect((await s.req({ method: 'GET', url: '/users/me', key: serviceKey })).statusCode).toBe(404);

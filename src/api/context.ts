@@ -1,0 +1,12 @@
+import type { Logger } from 'pino';
+import type { ServiceConfig } from '../config/index.js';
+import type { Db } from '../store/db.js';
+import type { ObjectStore } from '../store/objects.js';
+
+/** What every part of the service is built from; passed to route registrars and authenticators. */
+export interface ServiceContext {
+  store: ObjectStore;
+  db: Db;
+  logger: Logger;
+  config: ServiceConfig;
+}

@@ -1,0 +1,13 @@
+import type { FastifyInstance } from 'fastify';
+import type { ServiceContext } from './context.js';
+import { registerHealthRoutes } from './health.js';
+import { registerObjectRoutes } from './objects.js';
+import { registerUserRoutes } from './users.js';
+
+export type Registrar = (app: FastifyInstance, ctx: ServiceContext) => void | Promise<void>;
+
+/**
+ * Every group of endpoints, registered in this order. Adding a feature = a file + one line here.
+ * Routes default to requiring credentials; a route opts out with `config: { auth: 'none' | 'optional' }`.
+ */
+export const registrars: Registrar[] = [registerHealthRoutes, registerUserRoutes, registerObjectRoutes];
