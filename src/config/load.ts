@@ -18,6 +18,8 @@ export interface ConfigSources {
   env?: NodeJS.ProcessEnv;
   /** Values given as flags, by flag name (commander's camelCase is mapped by the caller). */
   flags?: Record<string, string | undefined>;
+  /** The file already read by readConfigFile (used instead of reading `file` again). */
+  fileValues?: Map<string, string>;
 }
 
 /** Reads an INI-like file into a flat map of `section.name` keys. */
@@ -50,7 +52,8 @@ export function loadSections<S extends Record<string, Record<string, Setting<unk
   sources: ConfigSources,
   otherSections: string[] = [],
 ): { [K in keyof S]: SectionValues<S[K]> } {
-  const file = sources.file ? readConfigFile(sources.file) : new Map<string, string>();
+  const file =
+    sources.fileValues ?? (sources.file ? readConfigFile(sources.file) : new Map<string, string>());
   const env = sources.env ?? {};
   const flags = sources.flags ?? {};
   const known = new Set<string>();

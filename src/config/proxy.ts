@@ -1,0 +1,366 @@
+import { ConfigError, type ConfigSources, loadSections, readConfigFile } from './load.js';
+import { bool, listen, oneOf, type SectionValues, type Setting, str } from './setting.js';
+
+/** Authentication modes of the proxy, per path prefix. */
+export const AUTH_MODES = ['none', 'optional', 'required'] as const;
+export type AuthMode = (typeof AUTH_MODES)[number];
+
+/** Production directory of Let's Encrypt, the public ACME CA used when acme.server is unset. */
+export const DEFAULT_ACME_SERVER = 'https://acme-v02.api.letsencrypt.org/directory';
+
+function checkHttpUrl(v: string): void {
+  let u: URL;
+  try {
+    u = new URL(v);
+  } catch {
+    throw new Error(`expected an http:// or https:// URL, got ${JSON.stringify(v)}`);
+  }
+  if (u.protocol !== 'http:' && u.protocol !== 'https:')
+    throw new Error(`expected an http:// or https:// URL, got ${JSON.stringify(v)}`);
+  if (u.username || u.password) throw new Error('must not carry a user name or password');
+}
+
+const optionalUrl = (v: string) => {
+  if (v !== '') checkHttpUrl(v);
+};
+
+export const proxySection = {
+  listen: listen({
+    key: 'proxy.listen',
+    env: 'SVC_PROXY_LISTEN',
+    flag: 'listen',
+    default: ':443',
+    description: 'Address and port of the proxy',
+  }),
+  tls: bool({
+    key: 'proxy.tls',
+    env: 'SVC_PROXY_TLS',
+    flag: 'tls',
+    default: true,
+    description: 'Listen for encrypted requests; otherwise plaintext',
+  }),
+  cert: str({
+    key: 'proxy.cert',
+    env: 'SVC_PROXY_CERT',
+    flag: 'cert',
+    default: '',
+    description: 'With proxy.key: serve TLS from this PEM certificate file; unset: certificates by ACME',
+  }),
+  key: str({
+    key: 'proxy.key',
+    env: 'SVC_PROXY_KEY',
+    flag: 'key',
+    default: '',
+    description: 'PEM private key file paired with proxy.cert',
+  }),
+  name: str({
+    key: 'proxy.name',
+    env: 'SVC_PROXY_NAME',
+    flag: 'name',
+    default: '',
+    description: 'Host name; if unset, determined at the first request',
+    validate(v) {
+      if (
+        v !== '' &&
+        !/^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$/i.test(v)
+      )
+        throw new Error(`expected a host name, got ${JSON.stringify(v)}`);
+    },
+  }),
+  auth: oneOf(AUTH_MODES, {
+    key: 'proxy.auth',
+    env: 'SVC_PROXY_AUTH',
+    flag: 'auth',
+    default: 'required',
+    description: 'Default authentication mode: none, optional or required',
+  }),
+  upstream: str({
+    key: 'proxy.upstream',
+    env: 'SVC_PROXY_UPSTREAM',
+    flag: 'upstream',
+    default: 'http://localhost:8000',
+    description: 'Default upstream server',
+    validate: checkHttpUrl,
+  }),
+  privateaddress: str({
+    key: 'proxy.privateaddress',
+    env: 'SVC_PROXY_PRIVATEADDRESS',
+    flag: 'privateaddress',
+    default: '',
+    description:
+      'Base URL the upstream uses for metadata requests such as access checks; built from the inbound request when unset',
+    validate: optionalUrl,
+  }),
+  cookiekey: str({
+    key: 'proxy.cookiekey',
+    env: 'SVC_PROXY_COOKIEKEY',
+    flag: 'cookiekey',
+    default: '',
+    description:
+      'PEM ECDSA P-256 private key (or a file holding it) signing session cookies; generated at start-up when unset',
+  }),
+  cookiedomain: str({
+    key: 'proxy.cookiedomain',
+    env: 'SVC_PROXY_COOKIEDOMAIN',
+    default: '',
+    description: 'Domain attribute of issued session cookies',
+    validate(v) {
+      if (v !== '' && !/^\.?[a-z0-9]([a-z0-9.-]*[a-z0-9])?$/i.test(v))
+        throw new Error(`expected a domain name, got ${JSON.stringify(v)}`);
+    },
+  }),
+};
+
+export const authSection = {
+  token: str({
+    key: 'auth.token',
+    env: 'SVC_AUTH_TOKEN',
+    flag: 'token',
+    default: '',
+    description: 'Token tying this proxy to an App (POST /apps/:id/proxytoken)',
+  }),
+  server: str({
+    key: 'auth.server',
+    env: 'SVC_AUTH_SERVER',
+    flag: 'auth-server',
+    default: 'http://127.0.0.1:8080',
+    description: 'Address of the service API server',
+    validate: checkHttpUrl,
+  }),
+};
+
+export const redirectSection = {
+  listen: str({
+    key: 'redirect.listen',
+    env: 'SVC_REDIRECT_LISTEN',
+    flag: 'redirect-listen',
+    default: ':80',
+    description: 'Address of the plaintext-to-TLS redirector (also serves ACME HTTP-01); "off" disables it',
+    validate(v) {
+      if (v !== 'off') listen({ key: '', env: '', default: '', description: '' }).parse(v);
+    },
+  }),
+};
+
+export const acmeSection = {
+  server: str({
+    key: 'acme.server',
+    env: 'SVC_ACME_SERVER',
+    flag: 'acme-server',
+    default: DEFAULT_ACME_SERVER,
+    description: 'ACME directory URL (a staging directory for tests)',
+    validate: checkHttpUrl,
+  }),
+  email: str({
+    key: 'acme.email',
+    env: 'SVC_ACME_EMAIL',
+    flag: 'acme-email',
+    default: '',
+    description:
+      'Contact e-mail for ACME registration; derived from proxy.name (hostmaster@<name>) when empty',
+    validate(v) {
+      if (v !== '' && !/^[^\s@]+@[^\s@]+$/.test(v))
+        throw new Error(`expected an e-mail address, got ${JSON.stringify(v)}`);
+    },
+  }),
+  dir: str({
+    key: 'acme.dir',
+    env: 'SVC_ACME_DIR',
+    flag: 'acme-dir',
+    default: './data/acme',
+    description: 'Directory where the ACME account key and obtained certificates are kept',
+  }),
+  cacert: str({
+    key: 'acme.cacert',
+    env: 'SVC_ACME_CACERT',
+    flag: 'acme-cacert',
+    default: '',
+    description: 'Extra PEM CA certificate trusted for the ACME server (a test CA such as pebble)',
+  }),
+};
+
+/** Settings a path prefix may override, and the section setting each inherits from. */
+export const prefixSettings = {
+  auth: proxySection.auth,
+  upstream: proxySection.upstream,
+} satisfies Record<string, Setting<unknown>>;
+export type PrefixSettingName = keyof typeof prefixSettings;
+
+export interface PrefixRule {
+  /** Normalized prefix: starts with "/", no trailing "/" except the root itself. */
+  prefix: string;
+  auth?: AuthMode;
+  upstream?: string;
+}
+
+export interface ProxyConfig {
+  proxy: SectionValues<typeof proxySection>;
+  auth: SectionValues<typeof authSection>;
+  redirect: SectionValues<typeof redirectSection>;
+  acme: SectionValues<typeof acmeSection>;
+  /** Longest prefix first. */
+  prefixes: PrefixRule[];
+}
+
+export interface ProxyConfigSources extends ConfigSources {
+  /** Values of `-c path_<prefix>_<setting>=<value>` (repeatable). */
+  overrides?: string[];
+}
+
+/**
+ * Normalizes a prefix written in any of the three forms: percent-escapes are decoded, "__"
+ * stands for "/" (for environment variable names, which shells cannot write with "/"),
+ * a leading "/" is added, "." and ".." segments are resolved, and a trailing "/" is dropped
+ * (prefixes match whole path segments, so "/static/" and "/static" are the same prefix).
+ */
+export function normalizePrefix(raw: string, key: string): string {
+  let text = raw.replace(/__/g, '/');
+  try {
+    text = decodeURIComponent(text);
+  } catch {
+    throw new ConfigError(key, `the prefix ${JSON.stringify(raw)} has a bad percent-escape`);
+  }
+  if (text === '') throw new ConfigError(key, 'the path prefix is empty');
+  if (/[\s?#\\]/.test(text)) throw new ConfigError(key, `the prefix ${JSON.stringify(raw)} is not a path`);
+  const p = normalizePath(text.startsWith('/') ? text : `/${text}`);
+  return p.length > 1 && p.endsWith('/') ? p.slice(0, -1) : p;
+}
+
+/** Resolves "." and ".." segments and repeated slashes; keeps a trailing "/". Never climbs above "/". */
+export function normalizePath(path: string): string {
+  const segs = path.split('/');
+  const out: string[] = [];
+  for (const s of segs.slice(1)) {
+    if (s === '' || s === '.') continue;
+    if (s === '..') out.pop();
+    else out.push(s);
+  }
+  const last = segs[segs.length - 1];
+  const trailing = out.length > 0 && (last === '' || last === '.' || last === '..');
+  return `/${out.join('/')}${trailing ? '/' : ''}`;
+}
+
+interface RawOverride {
+  prefix: string;
+  setting: string;
+  value: string;
+  origin: string;
+}
+
+function parsePrefixSetting(
+  rules: Map<string, Record<string, { value: unknown; rank: number }>>,
+  o: RawOverride,
+  rank: number,
+) {
+  const name = o.setting.toLowerCase();
+  const setting = (prefixSettings as Record<string, Setting<unknown>>)[name];
+  if (!setting)
+    throw new ConfigError(
+      o.origin,
+      `unknown prefix setting ${JSON.stringify(o.setting)}; expected auth or upstream`,
+    );
+  const prefix = normalizePrefix(o.prefix, o.origin);
+  let value: unknown;
+  try {
+    value = setting.parse(o.value);
+  } catch (e) {
+    throw new ConfigError(o.origin, (e as Error).message);
+  }
+  const rule = rules.get(prefix) ?? {};
+  const prev = rule[name];
+  if (!prev || prev.rank <= rank) rule[name] = { value, rank };
+  rules.set(prefix, rule);
+}
+
+/** Splits `path_<prefix>_<setting>`: the setting is the text after the last "_". */
+function splitPathKey(body: string, origin: string): { prefix: string; setting: string } {
+  const at = body.lastIndexOf('_');
+  if (at <= 0 || at === body.length - 1)
+    throw new ConfigError(origin, 'expected path_<prefix>_<setting>, for example path_/static/_auth');
+  return { prefix: body.slice(0, at), setting: body.slice(at + 1) };
+}
+
+/**
+ * Loads `gatehouse proxy`'s settings: sections proxy, auth, redirect, acme and the path-prefix
+ * overrides. Precedence flag > environment > file > default, for prefix settings too.
+ */
+export function loadProxyConfig(sources: ProxyConfigSources): ProxyConfig {
+  const fileValues =
+    sources.fileValues ?? (sources.file ? readConfigFile(sources.file) : new Map<string, string>());
+  const sections = loadSections(
+    { proxy: proxySection, auth: authSection, redirect: redirectSection, acme: acmeSection },
+    { ...sources, fileValues },
+    ['server', 'prefix'],
+  );
+  if ((sections.proxy.cert === '') !== (sections.proxy.key === ''))
+    throw new ConfigError('proxy.cert', 'proxy.cert and proxy.key must be set together');
+
+  const rules = new Map<string, Record<string, { value: unknown; rank: number }>>();
+  // File: [prefix./static/] sections, flattened by readConfigFile to "prefix./static/.auth".
+  for (const [key, value] of fileValues) {
+    if (!key.startsWith('prefix.')) continue;
+    const at = key.lastIndexOf('.');
+    if (at <= 'prefix.'.length - 1)
+      throw new ConfigError(
+        key,
+        'prefix settings belong in a [prefix.<path>] section, e.g. [prefix./static/]',
+      );
+    parsePrefixSetting(
+      rules,
+      { prefix: key.slice('prefix.'.length, at), setting: key.slice(at + 1), value, origin: key },
+      1,
+    );
+  }
+  // Environment: SVC_PATH_<prefix>_<SETTING>.
+  for (const [name, value] of Object.entries(sources.env ?? {})) {
+    if (!name.startsWith('SVC_PATH_') || value === undefined) continue;
+    const { prefix, setting } = splitPathKey(name.slice('SVC_PATH_'.length), name);
+    parsePrefixSetting(rules, { prefix, setting, value, origin: name }, 2);
+  }
+  // Flags: -c path_<prefix>_<setting>=<value>.
+  for (const o of sources.overrides ?? []) {
+    const eq = o.indexOf('=');
+    const origin = `-c ${eq > 0 ? o.slice(0, eq) : o}`;
+    if (eq <= 0 || !o.startsWith('path_'))
+      throw new ConfigError(origin, 'expected -c path_<prefix>_<setting>=<value>');
+    const { prefix, setting } = splitPathKey(o.slice('path_'.length, eq), origin);
+    parsePrefixSetting(rules, { prefix, setting, value: o.slice(eq + 1), origin }, 3);
+  }
+  const prefixes: PrefixRule[] = [...rules.entries()]
+    .map(([prefix, r]) => {
+      const rule: PrefixRule = { prefix };
+      if (r.auth) rule.auth = r.auth.value as AuthMode;
+      if (r.upstream) rule.upstream = r.upstream.value as string;
+      return rule;
+    })
+    .sort((a, b) => b.prefix.length - a.prefix.length);
+  return { ...sections, prefixes };
+}
+
+/** What applies to one request path: the longest matching prefix's settings over the defaults. */
+export interface RouteSettings {
+  prefix: string | undefined;
+  auth: AuthMode;
+  upstream: string;
+}
+
+/** Does `prefix` match `path` on whole segments? Both must be normalized. */
+export function prefixMatches(prefix: string, path: string): boolean {
+  if (prefix === '/') return true;
+  return path === prefix || path.startsWith(`${prefix}/`);
+}
+
+/** Resolves the settings for a normalized path: each setting from the longest prefix that sets it. */
+export function routeFor(config: ProxyConfig, normalizedPath: string): RouteSettings {
+  let auth: AuthMode | undefined;
+  let upstream: string | undefined;
+  let matched: string | undefined;
+  for (const rule of config.prefixes) {
+    if (!prefixMatches(rule.prefix, normalizedPath)) continue;
+    matched ??= rule.prefix;
+    auth ??= rule.auth;
+    upstream ??= rule.upstream;
+    if (auth && upstream) break;
+  }
+  return { prefix: matched, auth: auth ?? config.proxy.auth, upstream: upstream ?? config.proxy.upstream };
+}
