@@ -33,7 +33,9 @@ export async function startService(
   opts: { logger?: Logger; announce?: (line: string) => void } = {},
 ): Promise<RunningService> {
   const logger = opts.logger ?? createLogger(config.server.loglevel);
-  const db = openDb(config.server.database);
+  const db = openDb(config.server.database, {
+    onIdleError: (err) => logger.warn({ err }, 'a database connection was lost'),
+  });
   try {
     await migrate(db);
   } catch (e) {

@@ -23,6 +23,7 @@ export const ErrorCodes = {
   PreconditionFailed: { status: 412, code: 'Precondition Failed' },
   PayloadTooLarge: { status: 413, code: 'Payload Too Large' },
   UnsupportedMediaType: { status: 415, code: 'Unsupported Media Type' },
+  UpgradeRequired: { status: 426, code: 'Upgrade Required' },
   PreconditionRequired: { status: 428, code: 'Precondition Required' },
   TooManyRequests: { status: 429, code: 'Too Many Requests' },
   Internal: { status: 500, code: 'Internal Error' },

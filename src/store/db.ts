@@ -46,6 +46,8 @@ export interface Db {
   dialect: Dialect;
   /** A short description for logs, without credentials. */
   describe: string;
+  /** PostgreSQL only: the pool, whose options open dedicated connections (LISTEN in src/events). */
+  pool?: pg.Pool;
   close(): Promise<void>;
 }
 
@@ -54,9 +56,15 @@ pg.types.setTypeParser(20, Number);
 
 export const isPostgresUrl = (s: string) => /^postgres(ql)?:\/\//i.test(s);
 
-export function openDb(location: string, opts: { poolSize?: number } = {}): Db {
+export function openDb(
+  location: string,
+  opts: { poolSize?: number; onIdleError?: (err: Error) => void } = {},
+): Db {
   if (isPostgresUrl(location)) {
     const pool = new pg.Pool({ connectionString: location, max: opts.poolSize ?? 10 });
+    // An idle connection that dies (server restart, terminated backend) is discarded by the pool and
+    // replaced on next use; without a listener the 'error' event would crash the process.
+    pool.on('error', (err) => opts.onIdleError?.(err));
     const url = new URL(location);
     url.password = '';
     const kysely = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
@@ -64,6 +72,7 @@ export function openDb(location: string, opts: { poolSize?: number } = {}): Db {
       kysely,
       dialect: 'postgres',
       describe: `postgres ${url.host}${url.pathname}`,
+      pool,
       close: () => kysely.destroy(),
     };
   }

@@ -51,6 +51,41 @@ const migrations = (dialect: Dialect): Record<string, Migration> => ({
       await db.schema.createIndex('object_keys_object').on('object_keys').columns(['type', 'id']).execute();
     },
   },
+  // Sign-in state (src/auth/): server-side sessions, server keys shared by every instance, and the
+  // brute-force regulation counters.
+  '0002_auth_sessions': {
+    async up(db: Kysely<unknown>) {
+      const pg = dialect === 'postgres';
+      const key = pg ? sql`text collate "C"` : sql`text`;
+      await db.schema
+        .createTable('sessions')
+        .addColumn('id', key, (c) => c.primaryKey())
+        .addColumn('token_hash', key, (c) => c.notNull().unique())
+        .addColumn('user_id', key, (c) => c.notNull())
+        .addColumn('device_id', 'text', (c) => c.notNull())
+        .addColumn('level', 'integer', (c) => c.notNull())
+        .addColumn('factors', 'text', (c) => c.notNull())
+        .addColumn('data', 'text', (c) => c.notNull())
+        .addColumn('create_time', 'bigint', (c) => c.notNull())
+        .addColumn('last_seen', 'bigint', (c) => c.notNull())
+        .addColumn('expire_time', 'bigint', (c) => c.notNull())
+        .execute();
+      await db.schema.createIndex('sessions_user').on('sessions').columns(['user_id']).execute();
+      await db.schema
+        .createTable('auth_keys')
+        .addColumn('name', key, (c) => c.primaryKey())
+        .addColumn('value', 'text', (c) => c.notNull())
+        .addColumn('create_time', 'bigint', (c) => c.notNull())
+        .execute();
+      await db.schema
+        .createTable('auth_throttle')
+        .addColumn('key', key, (c) => c.primaryKey())
+        .addColumn('failures', 'integer', (c) => c.notNull())
+        .addColumn('next_attempt', 'bigint', (c) => c.notNull())
+        .addColumn('last_failure', 'bigint', (c) => c.notNull())
+        .execute();
+    },
+  },
 });
 
 class StaticProvider implements MigrationProvider {

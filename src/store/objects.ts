@@ -46,6 +46,8 @@ export function newId(): string {
 const CHUNK = 1000;
 /** Serializes writers on PostgreSQL so change-log sequence numbers commit in order. */
 const WRITE_LOCK = 0x6761_7465;
+/** The PostgreSQL NOTIFY channel announcing committed writes (LISTENed to by the event tailer). */
+export const CHANGES_CHANNEL = 'gatehouse_changes';
 
 type Tx = Transaction<Database>;
 
@@ -310,7 +312,10 @@ export class ObjectStore {
   private async write<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
     const result = await this.k.transaction().execute(async (tx) => {
       if (this.db.dialect === 'postgres') await sql`SELECT pg_advisory_xact_lock(${WRITE_LOCK})`.execute(tx);
-      return fn(tx);
+      const r = await fn(tx);
+      // Wakes change-log readers in other processes (src/events); delivered only if this commits.
+      if (this.db.dialect === 'postgres') await sql`SELECT pg_notify(${CHANGES_CHANNEL}, '')`.execute(tx);
+      return r;
     });
     this.commits.emit('commit');
     return result;
