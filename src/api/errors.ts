@@ -20,6 +20,8 @@ export const ErrorCodes = {
   MethodNotAllowed: { status: 405, code: 'Method Not Allowed' },
   NotAcceptable: { status: 406, code: 'Not Acceptable' },
   Conflict: { status: 409, code: 'Conflict' },
+  /** A membership operation not allowed from the membership's current state (docs/groups.md). */
+  InvalidTransition: { status: 409, code: 'Invalid Transition' },
   PreconditionFailed: { status: 412, code: 'Precondition Failed' },
   PayloadTooLarge: { status: 413, code: 'Payload Too Large' },
   UnsupportedMediaType: { status: 415, code: 'Unsupported Media Type' },

@@ -21,11 +21,13 @@ export const MATRIX: Record<Exclude<Scope, 'admin'>, Record<string, Grants>> = {
     APIKey: { list: 'own', get: 'own', delete: 'own' },
     VouchRequest: { list: 'own', get: 'own' },
     Group: READ,
+    Membership: { list: 'own', get: 'own' },
   },
   // Read-only access to user and activity information.
   audit: {
     User: READ,
     Group: READ,
+    Membership: READ,
     Account: READ,
     AccountChange: READ,
     APIKey: READ,
@@ -40,6 +42,8 @@ export const MATRIX: Record<Exclude<Scope, 'admin'>, Record<string, Grants>> = {
   sync: {
     User: FULL,
     Group: FULL,
+    // Memberships change only through /groups/:id/members/:user (docs/groups.md).
+    Membership: READ,
   },
 };
 

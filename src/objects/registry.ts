@@ -1,3 +1,4 @@
+import { Membership } from '../groups/membership.js';
 import { Account, AccountChange, AccountChangePlan } from './accounts.js';
 import { ActivationCode } from './activationcode.js';
 import { APIKey } from './apikey.js';
@@ -18,6 +19,7 @@ const TYPES: ObjectType[] = [
   APIKey,
   App,
   Group,
+  Membership,
   Metric,
   RemoteAgent,
   ScriptLog,

@@ -1,0 +1,133 @@
+import type { ServiceContext } from '../api/context.js';
+import { ApiError } from '../api/errors.js';
+import { userUsable } from '../auth/apikeys.js';
+import { Group } from '../objects/group.js';
+import { TENANT_ID, Tenant } from '../objects/tenant.js';
+import { User } from '../objects/user.js';
+import { expireIfDue, expiryDue, groupSettings, stateOf } from './lifecycle.js';
+import { Membership, membershipId } from './membership.js';
+
+/** One entry of an access-check result (spec "AccessCheck result"). */
+export interface CheckEntry {
+  GroupID: string;
+  /** 200: active member; 403: not (Location says where to fix it); 404: no such group. */
+  StatusCode: number;
+  /** The access-request page for this group, present only when the user can act there. */
+  Location?: string;
+}
+
+export interface CheckResult {
+  /** 200 when the check is satisfied, else 403. */
+  StatusCode: 200 | 403;
+  /** The Location of the first entry that needs action, when not satisfied. */
+  Location?: string;
+  Results: CheckEntry[];
+}
+
+export const MAX_CHECK_GROUPS = 64;
+
+/** Where the access-request pages are: Tenant.SigninURL, else server.signinurl, else /signin here. */
+export async function signinBase(ctx: ServiceContext): Promise<string> {
+  const tenant = await ctx.store.get(Tenant, TENANT_ID);
+  const url = String(tenant?.doc.SigninURL ?? '') || ctx.config.server.signinurl || '/signin';
+  return url.replace(/\/+$/, '');
+}
+
+/** The origins sign-in pages may send people back to (Tenant.AllowedReturnOrigins). */
+export async function allowedReturnOrigins(ctx: ServiceContext): Promise<string[]> {
+  const tenant = await ctx.store.get(Tenant, TENANT_ID);
+  return Array.isArray(tenant?.doc.AllowedReturnOrigins) ? (tenant.doc.AllowedReturnOrigins as string[]) : [];
+}
+
+/**
+ * Is `next` a URL we may send a browser to: an absolute http(s) URL on an allowed origin, or a
+ * path on this service ("/..." but not "//..." nor "/\...")? Returns the normalized URL or undefined.
+ */
+export function allowedNext(next: string, origins: readonly string[]): string | undefined {
+  if (next === '' || next.length > 2048) return undefined;
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: refusing control characters is the point
+  if (/^\/(?![/\\])/.test(next) && !/[\u0000-\u001f\\]/.test(next)) return next;
+  let u: URL;
+  try {
+    u = new URL(next);
+  } catch {
+    return undefined;
+  }
+  if (u.protocol !== 'https:' && u.protocol !== 'http:') return undefined;
+  if (u.username !== '' || u.password !== '') return undefined;
+  return origins.includes(u.origin) ? u.href : undefined;
+}
+
+/** The access-request page of a group, carrying `next` when given. */
+export const requestPage = (base: string, groupId: string, next?: string) =>
+  `${base}/groups/${encodeURIComponent(groupId)}${next ? `?next=${encodeURIComponent(next)}` : ''}`;
+
+/**
+ * The membership check the proxy's access-check endpoint asks over the back channel.
+ * - op "or": stops at the first group the user is an active member of (later groups are absent);
+ *   "and": checks every group, no short-circuit.
+ * - A membership counts when it is active, not overdue for expiry (an overdue one is expired now:
+ *   expiry is applied lazily here and by a periodic sweep), and the caller's session integrity
+ *   level (default 0) reaches the group's IntegrityLevel.
+ * - `next` must be allowed (see allowedNext) and is carried in every Location.
+ * Unknown user: 404. Unknown group: an entry with StatusCode 404 (the check is not satisfied).
+ */
+export async function checkMembership(
+  ctx: ServiceContext,
+  userId: string,
+  groupIds: readonly string[],
+  op: 'and' | 'or',
+  opts: { next?: string; integrityLevel?: number } = {},
+): Promise<CheckResult> {
+  const ids = [...new Set(groupIds)];
+  if (ids.length === 0)
+    throw new ApiError('BadRequest', 'name at least one group to check', { field: 'group' });
+  if (ids.length > MAX_CHECK_GROUPS)
+    throw new ApiError('BadRequest', `at most ${MAX_CHECK_GROUPS} groups per check`, { field: 'group' });
+  let next: string | undefined;
+  if (opts.next !== undefined && opts.next !== '') {
+    next = allowedNext(opts.next, await allowedReturnOrigins(ctx));
+    if (next === undefined)
+      throw new ApiError(
+        'InvalidField',
+        'next must be a path on this service or a URL on one of Tenant.AllowedReturnOrigins',
+        { field: 'next' },
+      );
+  }
+  const user = await ctx.store.get(User, userId);
+  if (!user) throw new ApiError('NotFound', `User ${userId} does not exist`);
+  const usable = userUsable(user.doc);
+  const level = opts.integrityLevel ?? 0;
+  const base = await signinBase(ctx);
+  const results: CheckEntry[] = [];
+  for (const gid of ids) {
+    const g = await ctx.store.get(Group, gid);
+    if (!g) {
+      results.push({ GroupID: gid, StatusCode: 404 });
+      continue;
+    }
+    const group = groupSettings(g.doc);
+    let m = await ctx.store.get(Membership, membershipId(gid, userId));
+    if (m && expiryDue(group, m.doc)) {
+      await expireIfDue(ctx, group, userId);
+      m = await ctx.store.get(Membership, membershipId(gid, userId));
+    }
+    const ok = usable && stateOf(m?.doc) === 'active' && level >= group.IntegrityLevel;
+    if (ok) {
+      results.push({ GroupID: gid, StatusCode: 200 });
+      if (op === 'or') break;
+    } else if (!usable) {
+      // A disabled or suspended user can do nothing about it on the request page.
+      results.push({ GroupID: gid, StatusCode: 403 });
+    } else {
+      results.push({ GroupID: gid, StatusCode: 403, Location: requestPage(base, gid, next) });
+    }
+  }
+  const satisfied =
+    op === 'or' ? results.some((r) => r.StatusCode === 200) : results.every((r) => r.StatusCode === 200);
+  if (satisfied) return { StatusCode: 200, Results: results };
+  const location = results.find((r) => r.Location)?.Location;
+  return location
+    ? { StatusCode: 403, Location: location, Results: results }
+    : { StatusCode: 403, Results: results };
+}

@@ -1,0 +1,291 @@
+import { Readable } from 'node:stream';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { ServiceContext } from '../api/context.js';
+import { ApiError } from '../api/errors.js';
+import { setObjectHeaders } from '../api/http.js';
+import { principalOf } from '../api/objects.js';
+import { hasAnyScope } from '../auth/permissions.js';
+import type { Principal } from '../auth/principal.js';
+import { parseListQuery, type RawListQuery } from '../store/listquery.js';
+import { checkMembership } from './check.js';
+import {
+  actsAsUser,
+  applyOp,
+  type GroupSettings,
+  isApprover,
+  loadGroup,
+  requireUser,
+  rolesOf,
+} from './lifecycle.js';
+import { Membership, membershipId } from './membership.js';
+import { reportStream } from './report.js';
+import type { MemberOp } from './states.js';
+import { rowsFor } from './states.js';
+import { startExpirySweep } from './sweep.js';
+
+type MemberParams = { id: string; user: string };
+type FormBody = Record<string, string | string[]>;
+
+export const MAX_REASON = 1024;
+const FORM = 'application/x-www-form-urlencoded';
+
+/** Form bodies (reason=..., or the check's user/group/op/next), parsed with URLSearchParams. */
+function addFormParser(app: FastifyInstance) {
+  if (app.hasContentTypeParser(FORM)) return; // someone (the sign-in routes) added one globally
+  app.addContentTypeParser(FORM, { parseAs: 'string', bodyLimit: 64 * 1024 }, (_req, body, done) => {
+    const out: FormBody = Object.create(null);
+    for (const [k, v] of new URLSearchParams(body as string)) {
+      const prev = out[k];
+      out[k] = prev === undefined ? v : Array.isArray(prev) ? [...prev, v] : [prev, v];
+    }
+    done(null, out);
+  });
+}
+
+const isForm = (req: FastifyRequest) => (req.headers['content-type'] ?? '').toLowerCase().startsWith(FORM);
+
+/** The optional body field of a form or JSON body: only `allowed` names are accepted. */
+function bodyFields(req: FastifyRequest, jsonNames: readonly string[], formNames: readonly string[]) {
+  const body = req.body;
+  if (body === undefined || body === null || body === '') return {} as Record<string, unknown>;
+  if (typeof body !== 'object' || Array.isArray(body))
+    throw new ApiError('InvalidJSON', 'the body must be a JSON object or a form');
+  const names = isForm(req) ? formNames : jsonNames;
+  for (const k of Object.keys(body)) {
+    if (!names.includes(k))
+      throw new ApiError(
+        'UnknownField',
+        `${k} is not a field of this request; expected ${names.join(', ')}`,
+        {
+          field: k,
+        },
+      );
+  }
+  return body as Record<string, unknown>;
+}
+
+function oneString(v: unknown, name: string, max: number): string | undefined {
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== 'string')
+    throw new ApiError('InvalidField', `${name} must be a single string`, { field: name });
+  if (v.length > max)
+    throw new ApiError('InvalidField', `${name} is longer than ${max} characters`, { field: name });
+  return v;
+}
+
+/** The optional reason: JSON {"Reason": "..."} or form reason=...; text, line breaks allowed. */
+export function reasonOf(req: FastifyRequest): string {
+  const body = bodyFields(req, ['Reason'], ['reason']);
+  const name = isForm(req) ? 'reason' : 'Reason';
+  const reason = oneString(body[name], name, MAX_REASON) ?? '';
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: refusing control characters is the point
+  if (/[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]/.test(reason))
+    throw new ApiError('InvalidField', `${name} must not contain control characters`, { field: name });
+  return reason;
+}
+
+/**
+ * Sessions authenticate by cookie, so a state-changing request made by a session must come from a
+ * page of this service, not from another site (sign-in forms carry their own CSRF token; this is
+ * the check for the API endpoints). API keys are sent explicitly and cannot be forged by a page.
+ */
+export function assertNotCrossSite(req: FastifyRequest, p: Principal) {
+  if (p.via !== 'session') return;
+  const site = req.headers['sec-fetch-site'];
+  if (site !== undefined && site !== 'same-origin' && site !== 'none')
+    throw new ApiError('Forbidden', 'cross-site requests may not change memberships');
+  const origin = req.headers.origin;
+  if (origin !== undefined) {
+    let host = '';
+    try {
+      host = new URL(origin).host;
+    } catch {
+      host = '';
+    }
+    if (host === '' || host !== req.headers.host)
+      throw new ApiError('Forbidden', 'cross-site requests may not change memberships');
+  }
+}
+
+const toArray = (v: string | string[] | undefined): string[] =>
+  v === undefined ? [] : Array.isArray(v) ? v : [v];
+
+/** May the caller read every membership of this group (admin, sync, audit, or its approver)? */
+async function mayReadGroup(ctx: ServiceContext, p: Principal, group: GroupSettings) {
+  return hasAnyScope(p, ['audit', 'sync']) || (await isApprover(ctx, p, group));
+}
+
+export function registerGroupRoutes(app: FastifyInstance, ctx: ServiceContext) {
+  const { store } = ctx;
+
+  const sendMembership = (
+    reply: FastifyReply,
+    obj: { id: string; data: string } & Parameters<typeof setObjectHeaders>[2],
+    code: number,
+  ) => {
+    setObjectHeaders(reply, Membership, obj);
+    return reply.code(code).type('application/json').send(obj.data);
+  };
+
+  const sendList = async (
+    req: FastifyRequest<{ Querystring: RawListQuery }>,
+    reply: FastifyReply,
+    filter: string,
+  ) => {
+    const raw: RawListQuery = { ...req.query, filter: [...toArray(req.query.filter), filter] };
+    const page = await store.list(Membership, parseListQuery(Membership, raw));
+    if (page.startCursor !== undefined) reply.header('X-Start-Cursor', page.startCursor);
+    if (page.endCursor !== undefined) reply.header('X-End-Cursor', page.endCursor);
+    reply.header('Cache-Control', 'private, max-age=0');
+    return reply.type('application/x-json-lines').send(Readable.from(page.chunks));
+  };
+
+  /** One lifecycle operation: 404 group, 403 caller, 404 user, 409 state, in that order. */
+  const memberOp = async (
+    req: FastifyRequest<{ Params: MemberParams }>,
+    reply: FastifyReply,
+    routeOp: MemberOp,
+  ) => {
+    const p = principalOf(req);
+    assertNotCrossSite(req, p);
+    const reason = reasonOf(req);
+    const group = await loadGroup(ctx, req.params.id);
+    const userId = req.params.user;
+    const roles = await rolesOf(ctx, p, group, userId);
+    // POST .../members/:user is an addition by a decider, or a user's own request to join.
+    const op: MemberOp =
+      routeOp === 'add' && !roles.has('admin') && !roles.has('sync') && !roles.has('approver')
+        ? 'request'
+        : routeOp;
+    if (rowsFor(op, roles).length === 0)
+      throw new ApiError(
+        'Forbidden',
+        `your credentials may not ${routeOp === 'add' ? 'add members to' : `${op} members of`} group ${group.ID}`,
+      );
+    await requireUser(ctx, userId);
+    const result = await applyOp(ctx, { op, group, userId, actor: p, roles, reason });
+    if (!result.obj) return reply.code(204).send();
+    return sendMembership(reply, result.obj, result.created ? 201 : 200);
+  };
+
+  app.register(async (sub) => {
+    addFormParser(sub);
+
+    // Literal paths: find-my-way prefers them to /groups/:id, whatever the registration order.
+    sub.get('/groups/report.csv', async (req, reply) => {
+      const p = principalOf(req);
+      if (!hasAnyScope(p, ['audit']))
+        throw new ApiError('Forbidden', 'the approvals report needs an audit or admin key');
+      reply.header('Cache-Control', 'private, max-age=0');
+      reply.header('Content-Disposition', 'attachment; filename="report.csv"');
+      return reply.type('text/csv; charset=utf-8').send(reportStream(ctx));
+    });
+
+    sub.post('/groups/check', async (req, reply) => {
+      const p = principalOf(req);
+      if (!hasAnyScope(p, ['sync']))
+        throw new ApiError('Forbidden', 'membership checks need a sync or admin key');
+      const form = isForm(req);
+      const body = bodyFields(
+        req,
+        ['User', 'Groups', 'Op', 'Next', 'IntegrityLevel'],
+        ['user', 'group', 'op', 'next', 'integrity'],
+      );
+      const user = oneString(form ? body.user : body.User, form ? 'user' : 'User', 64);
+      if (!user)
+        throw new ApiError('InvalidField', 'name the user to check', { field: form ? 'user' : 'User' });
+      const rawGroups = form ? body.group : body.Groups;
+      const groups = rawGroups === undefined ? [] : Array.isArray(rawGroups) ? rawGroups : [rawGroups];
+      if (!groups.every((g) => typeof g === 'string' && g.length <= 64))
+        throw new ApiError('InvalidField', 'groups must be group IDs', { field: form ? 'group' : 'Groups' });
+      const op = oneString(form ? body.op : body.Op, form ? 'op' : 'Op', 3) ?? 'and';
+      if (op !== 'and' && op !== 'or')
+        throw new ApiError('InvalidField', 'op must be "and" or "or"', { field: form ? 'op' : 'Op' });
+      const next = oneString(form ? body.next : body.Next, form ? 'next' : 'Next', 2048);
+      const rawLevel = form ? body.integrity : body.IntegrityLevel;
+      const level = typeof rawLevel === 'string' && /^\d$/.test(rawLevel) ? Number(rawLevel) : rawLevel;
+      if (
+        level !== undefined &&
+        !(typeof level === 'number' && Number.isInteger(level) && level >= 0 && level <= 4)
+      )
+        throw new ApiError('InvalidField', 'the integrity level must be a whole number from 0 to 4', {
+          field: form ? 'integrity' : 'IntegrityLevel',
+        });
+      const result = await checkMembership(ctx, user, groups as string[], op, {
+        ...(next !== undefined ? { next } : {}),
+        ...(level !== undefined ? { integrityLevel: level as number } : {}),
+      });
+      return reply.code(200).type('application/json').send(JSON.stringify(result));
+    });
+
+    sub.get<{ Params: { id: string }; Querystring: RawListQuery }>(
+      '/groups/:id/members',
+      async (req, reply) => {
+        const p = principalOf(req);
+        const group = await loadGroup(ctx, req.params.id);
+        if (!(await mayReadGroup(ctx, p, group)))
+          throw new ApiError('Forbidden', `your credentials may not list the members of group ${group.ID}`);
+        return sendList(req, reply, `GroupID = ${JSON.stringify(group.ID)}`);
+      },
+    );
+
+    sub.get<{ Params: { id: string }; Querystring: RawListQuery }>(
+      '/users/:id/groups',
+      async (req, reply) => {
+        const p = principalOf(req);
+        const self = p.userId !== '' && p.userId === req.params.id && actsAsUser(p);
+        if (!self && !hasAnyScope(p, ['audit', 'sync']))
+          throw new ApiError('Forbidden', "your credentials may not list this user's groups");
+        await requireUser(ctx, req.params.id);
+        return sendList(req, reply, `UserID = ${JSON.stringify(req.params.id)}`);
+      },
+    );
+
+    const readOne = async (req: FastifyRequest<{ Params: MemberParams }>) => {
+      const p = principalOf(req);
+      const group = await loadGroup(ctx, req.params.id);
+      const self = p.userId !== '' && p.userId === req.params.user && actsAsUser(p);
+      if (!self && !(await mayReadGroup(ctx, p, group)))
+        throw new ApiError('Forbidden', `your credentials may not read the members of group ${group.ID}`);
+      await requireUser(ctx, req.params.user);
+      return membershipId(group.ID, req.params.user);
+    };
+
+    sub.get<{ Params: MemberParams }>('/groups/:id/members/:user', async (req, reply) => {
+      const id = await readOne(req);
+      const obj = await store.get(Membership, id);
+      if (!obj)
+        throw new ApiError('NotFound', `user ${req.params.user} is not a member of group ${req.params.id}`);
+      return sendMembership(reply, obj, 200);
+    });
+
+    // Every version of the membership, oldest first, from the change log (an empty Item: deleted).
+    sub.get<{ Params: MemberParams }>('/groups/:id/members/:user/history', async (req, reply) => {
+      const id = await readOne(req);
+      const rows = await ctx.db.kysely
+        .selectFrom('changes')
+        .select(['seq', 'data'])
+        .where('type', '=', Membership.kind)
+        .where('id', '=', id)
+        .orderBy('seq')
+        .execute();
+      const body = rows.map((r) => `{"ID":${JSON.stringify(id)},"Item":${r.data ?? '{}'}}\n`).join('');
+      reply.header('Cache-Control', 'private, max-age=0');
+      return reply.type('application/x-json-lines').send(body);
+    });
+
+    sub.post<{ Params: MemberParams }>('/groups/:id/members/:user', (req, reply) =>
+      memberOp(req, reply, 'add'),
+    );
+    sub.delete<{ Params: MemberParams }>('/groups/:id/members/:user', (req, reply) =>
+      memberOp(req, reply, 'remove'),
+    );
+    for (const op of ['activate', 'approve', 'reject', 'unreject', 'use'] as const) {
+      sub.post<{ Params: MemberParams }>(`/groups/:id/members/:user/${op}`, (req, reply) =>
+        memberOp(req, reply, op),
+      );
+    }
+  });
+
+  startExpirySweep(app, ctx);
+}
