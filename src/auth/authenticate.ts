@@ -2,6 +2,7 @@ import type { FastifyRequest } from 'fastify';
 import type { ServiceContext } from '../api/context.js';
 import { authenticateApiKey, presentedKey } from './apikeys.js';
 import type { Principal } from './principal.js';
+import { sessionAuthenticator } from './session/authenticator.js';
 
 /**
  * One way of proving who is calling. Returns undefined when the request carries no credential
@@ -18,7 +19,7 @@ const apiKey: Authenticator = async (req, ctx) => {
 };
 
 /** Tried in order; the first that recognises a credential decides. Adding a mechanism = one line here. */
-export const authenticators: Authenticator[] = [apiKey];
+export const authenticators: Authenticator[] = [apiKey, sessionAuthenticator];
 
 export async function authenticate(req: FastifyRequest, ctx: ServiceContext): Promise<Principal | undefined> {
   for (const a of authenticators) {

@@ -8,4 +8,10 @@ export interface Principal {
   scopes: ReadonlySet<Scope>;
   /** The APIKey's ID when via is apikey. */
   keyId?: string;
+  /** Public ID of the session when via is session (src/auth/session/). */
+  sessionId?: string;
+  /** The session's integrity level (0..4, src/auth/integrity.ts) when via is session. */
+  integrityLevel?: number;
+  /** The browser's long-lived device ID when via is session. */
+  deviceId?: string;
 }

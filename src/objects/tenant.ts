@@ -20,5 +20,15 @@ export const Tenant: ObjectType = {
     SessionMaxSeconds: f.integer({ min: 60, max: 31_536_000, default: 7 * 86400 }),
     PasswordMinLength: f.integer({ min: 8, max: 1024, default: 12 }),
     RequireActivationCode: f.boolean({ doc: 'New users must present an activation code' }),
+    // Integrity levels (docs/signin.md): 0 none, 1 identified, 2 one factor, 3 two factors, 4 hardware.
+    IntegrityRead: f.integer({ min: 1, max: 4, default: 2, doc: 'Level a session needs to read' }),
+    IntegrityWrite: f.integer({ min: 1, max: 4, default: 2, doc: 'Level a session needs to change own data' }),
+    IntegrityCredentials: f.integer({
+      min: 1,
+      max: 4,
+      default: 2,
+      doc: 'Level a session needs to change its own credentials',
+    }),
+    IntegrityAdmin: f.integer({ min: 1, max: 4, default: 3, doc: 'Level an administrator session needs' }),
   },
 };

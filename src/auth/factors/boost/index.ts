@@ -1,0 +1,65 @@
+import { ApiError } from '../../../api/errors.js';
+import { User } from '../../../objects/user.js';
+import { verifyIntent } from '../../intents.js';
+import { requestSession, saveSession, sessionById } from '../../session/sessions.js';
+import { type Factor, FLOW } from '../factor.js';
+
+/**
+ * POST /auth/boost, JSON body IntegrityLevelChangeIntent {"Intent": "<signed intent>"} (the intent
+ * another session received with its 401). Raises that session to the intent's level, from a
+ * session that has at least that level. 204; 400 malformed or expired; 401 this session's level
+ * is lower; 403 other user (and not an administrator) or the intent's user is not the session's;
+ * 409 the session's device is not the intent's, or the session is gone.
+ */
+export const boostFactor: Factor = {
+  name: 'boost',
+  register(app, ctx) {
+    app.post('/auth/boost', FLOW, async (req, reply) => {
+      const body = req.body;
+      if (typeof body !== 'object' || body === null || Array.isArray(body))
+        throw new ApiError(
+          'BadRequest',
+          'the body must be a JSON IntegrityLevelChangeIntent: {"Intent": "..."}',
+        );
+      const raw = (body as Record<string, unknown>).Intent ?? (body as Record<string, unknown>).intent;
+      const intent = await verifyIntent(ctx, raw, 'Intent');
+      if (intent.sid === '')
+        throw new ApiError('InvalidIntent', 'the intent names no session to raise', { field: 'Intent' });
+      const { session: me } = await requestSession(req, ctx);
+      if (!me || me.userId === '')
+        throw new ApiError(
+          'InsufficientIntegrity',
+          'boosting needs a signed-in session with at least the target level',
+        );
+      if (me.level < intent.lvl)
+        throw new ApiError(
+          'InsufficientIntegrity',
+          `this session has level ${me.level}; the intent needs ${intent.lvl}`,
+        );
+      const target = await sessionById(ctx, intent.sid);
+      if (target && target.userId !== me.userId) {
+        const meUser = await ctx.store.get(User, me.userId);
+        if (meUser?.doc.Admin !== true)
+          throw new ApiError(
+            'Forbidden',
+            'the other session belongs to another user; only administrators may raise it',
+          );
+      }
+      if (target && intent.uid !== target.userId)
+        throw new ApiError('Forbidden', "the intent's user is not the other session's user");
+      if (!target) throw new ApiError('SessionConflict', 'the other session has ended or does not exist');
+      if (target.deviceId !== intent.did)
+        throw new ApiError('SessionConflict', "the intent's device is not the other session's device");
+      if (target.id === me.id) throw new ApiError('SessionConflict', 'a session cannot raise itself');
+      if (target.level < intent.lvl) {
+        // The holder gets a new token at its next request (its level changed: fixation defence).
+        await saveSession(
+          ctx,
+          { ...target, data: { ...target.data, BoostLevel: intent.lvl, RotatePending: true } },
+          { rotate: false },
+        );
+      }
+      return reply.code(204).send();
+    });
+  },
+};

@@ -1,0 +1,168 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { ServiceContext } from '../../api/context.js';
+import { ApiError } from '../../api/errors.js';
+import type { Doc } from '../../objects/fields.js';
+import { User } from '../../objects/user.js';
+import type { StoredObject } from '../../store/objects.js';
+import { userUsable } from '../apikeys.js';
+import type { FactorKind } from '../integrity.js';
+import { type Intent, verifyIntent } from '../intents.js';
+import { hasAnyScope } from '../permissions.js';
+import type { Principal } from '../principal.js';
+import { ensureSession, requestSession, type Session, updateRequestSession } from '../session/sessions.js';
+import { addressKey, attemptSucceeded, chargeAttempt, userKey } from '../throttle.js';
+
+/**
+ * One way to prove something about the person at the keyboard, as a plug-in (like an Ory Kratos
+ * strategy): it registers its own endpoints (/auth/<name>, /auth/enroll/<name>) and says whether
+ * a user has it set up. The list of factors is src/auth/factors/index.ts.
+ */
+export interface Factor {
+  /** Name as recorded on sessions and offered in AuthResponse.Factors. */
+  name: string;
+  /** What kind of proof it is (decides the level it earns); none for steps that prove nothing. */
+  kind?: FactorKind;
+  /** Can this user use the factor now (so the sign-in pages offer it)? */
+  enrolled?(user: Doc, secret: Doc): boolean;
+  register(app: FastifyInstance, ctx: ServiceContext): void | Promise<void>;
+}
+
+export type Form = Record<string, string | string[]>;
+
+/** The request body as fields: form-encoded (R-099) or, for API clients, a flat JSON object. */
+export function formOf(req: FastifyRequest): Form {
+  const b = req.body;
+  if (b === undefined || b === null) return {};
+  if (typeof b !== 'object' || Array.isArray(b))
+    throw new ApiError('BadRequest', 'the body must be form fields (application/x-www-form-urlencoded)');
+  const out: Form = {};
+  for (const [k, v] of Object.entries(b as Record<string, unknown>)) {
+    if (typeof v === 'string') out[k] = v;
+    else if (typeof v === 'number' || typeof v === 'boolean') out[k] = String(v);
+    else if (Array.isArray(v) && v.every((x) => typeof x === 'string')) out[k] = v as string[];
+    else throw new ApiError('InvalidField', `${k} must be a string`, { field: k });
+  }
+  return out;
+}
+
+/** One field; repeated fields are refused (400) where one is expected. */
+export function field(form: Form, name: string, opts: { required: true; max?: number }): string;
+export function field(
+  form: Form,
+  name: string,
+  opts?: { required?: boolean; max?: number },
+): string | undefined;
+export function field(form: Form, name: string, opts: { required?: boolean; max?: number } = {}) {
+  const v = form[name];
+  if (Array.isArray(v)) throw new ApiError('InvalidField', `${name} may be given only once`, { field: name });
+  if (v === undefined || v === '') {
+    if (opts.required) throw new ApiError('InvalidField', `${name} is required`, { field: name });
+    return undefined;
+  }
+  if (v.length > (opts.max ?? 1024))
+    throw new ApiError('InvalidField', `${name} is too long`, { field: name });
+  return v;
+}
+
+/** Does an intent belong to this session (or to no session, from this device)? */
+export function intentBoundTo(i: Intent, s: Session | undefined): boolean {
+  if (i.sid !== '') return s !== undefined && i.sid === s.id;
+  return i.did === '' || (s !== undefined && i.did === s.deviceId);
+}
+
+/** The optional form intent: verified (400 when altered/expired) and bound to this session (else 400). */
+export async function formIntent(ctx: ServiceContext, form: Form, s: Session | undefined) {
+  const raw = field(form, 'intent', { max: 4096 });
+  if (raw === undefined) return undefined;
+  const i = await verifyIntent(ctx, raw);
+  if (!intentBoundTo(i, s))
+    throw new ApiError('InvalidIntent', 'the intent was issued to another session', { field: 'intent' });
+  return i;
+}
+
+export interface Identified {
+  session: Session;
+  user: StoredObject;
+  secret: Doc;
+}
+
+/** The request's session and its user; 400 when no user has been named yet (POST /auth/email first). */
+export async function identified(
+  req: FastifyRequest,
+  reply: FastifyReply,
+  ctx: ServiceContext,
+): Promise<Identified> {
+  const session = (await requestSession(req, ctx)).session ?? (await ensureSession(req, reply, ctx));
+  if (session.userId === '')
+    throw new ApiError('BadRequest', 'no user is signing in: send POST /auth/email first', {
+      field: 'email',
+    });
+  const user = await ctx.store.get(User, session.userId);
+  if (!user || !userUsable(user.doc)) throw new ApiError('Forbidden', 'this user may not sign in');
+  return { session, user, secret: await ctx.store.getSecret(User, session.userId) };
+}
+
+/** Records a proven factor on the request's session (new level, new token when it changes). */
+export async function proven(
+  req: FastifyRequest,
+  reply: FastifyReply,
+  ctx: ServiceContext,
+  s: Session,
+  name: string,
+) {
+  const factors = s.factors.includes(name) ? s.factors : [...s.factors, name];
+  return updateRequestSession(req, reply, ctx, { ...s, factors });
+}
+
+/**
+ * Checks a secret under brute-force regulation: the attempt is counted first (429 while backing
+ * off, 503 if the counters fail), a right answer clears the count, a wrong one is 403.
+ */
+export async function regulated(
+  req: FastifyRequest,
+  ctx: ServiceContext,
+  userId: string,
+  what: string,
+  check: () => Promise<boolean>,
+): Promise<void> {
+  const u = userKey(userId);
+  const a = addressKey(req.ip);
+  await chargeAttempt(ctx, [a, u]);
+  if (!(await check())) throw new ApiError('IncorrectCredential', `the ${what} is not correct`);
+  await attemptSucceeded(ctx, u, a);
+}
+
+/**
+ * The user an enrollment request acts on: the caller, or `?user=<id>` for administrators.
+ * Sessions reach here only with IntegrityCredentials (or IntegrityAdmin for another user).
+ */
+export async function enrollTarget(
+  req: FastifyRequest,
+  ctx: ServiceContext,
+): Promise<{ p: Principal; userId: string; other: boolean }> {
+  const p = req.principal;
+  if (!p) throw new ApiError('Unauthenticated', 'authentication required');
+  const q = (req.query ?? {}) as Record<string, unknown>;
+  const given = q.user;
+  if (Array.isArray(given))
+    throw new ApiError('InvalidField', 'user may be given only once', { field: 'user' });
+  const userId = typeof given === 'string' && given !== '' ? given : p.userId;
+  const other = userId !== p.userId;
+  if (other && !hasAnyScope(p, ['admin']))
+    throw new ApiError('Forbidden', "only administrators may change another user's credentials");
+  if (userId === '')
+    throw new ApiError('BadRequest', 'these credentials belong to no user: name one with ?user=');
+  if (!(await ctx.store.get(User, userId))) throw new ApiError('NotFound', `User ${userId} does not exist`);
+  return { p, userId, other };
+}
+
+/** A JSON object body (enrollment endpoints take JSON). */
+export function jsonBody(req: FastifyRequest): Record<string, unknown> {
+  const b = req.body ?? {};
+  if (typeof b !== 'object' || Array.isArray(b))
+    throw new ApiError('BadRequest', 'the body must be a JSON object');
+  return b as Record<string, unknown>;
+}
+
+/** Routes of the sign-in flow take the session themselves: credentials are optional. */
+export const FLOW = { config: { auth: 'optional' as const } };

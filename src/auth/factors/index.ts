@@ -1,0 +1,21 @@
+import { activationFactor } from './activation/index.js';
+import { backupFactor } from './backup/index.js';
+import { boostFactor } from './boost/index.js';
+import { emailFactor } from './email/index.js';
+import type { Factor } from './factor.js';
+import { locationFactor } from './location/index.js';
+import { passwordFactor } from './password/index.js';
+import { pinFactor } from './pin/index.js';
+import { totpFactor } from './totp/index.js';
+
+/** Every sign-in factor and step, as plug-ins. Adding one = a folder here + one line in this list. */
+export const factors: Factor[] = [
+  emailFactor,
+  passwordFactor,
+  pinFactor,
+  totpFactor,
+  backupFactor,
+  activationFactor,
+  locationFactor,
+  boostFactor,
+];

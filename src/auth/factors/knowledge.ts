@@ -1,0 +1,85 @@
+import type { ServiceContext } from '../../api/context.js';
+import { ApiError } from '../../api/errors.js';
+import { User } from '../../objects/user.js';
+import { tenantDoc } from '../integrity.js';
+import { deleteUserSessions } from '../session/sessions.js';
+import {
+  enrollTarget,
+  type Factor,
+  FLOW,
+  field,
+  formIntent,
+  formOf,
+  identified,
+  jsonBody,
+  proven,
+  regulated,
+} from './factor.js';
+import { hashSecret, verifySecret } from './secrets.js';
+
+/** A secret the user knows (password, PIN): one hash in the user's hidden state and a Have* flag. */
+export interface KnowledgeSpec {
+  name: 'password' | 'pin';
+  /** Form field of the sign-in step (password: "password", PIN: "code"). */
+  formField: string;
+  /** JSON field of the enrollment body. */
+  jsonField: string;
+  hashKey: string;
+  flag: string;
+  what: string;
+  /** A message when the new secret is unacceptable. */
+  check(value: string, tenant: Record<string, unknown>): string | undefined;
+}
+
+export function knowledgeFactor(spec: KnowledgeSpec): Factor {
+  return {
+    name: spec.name,
+    kind: 'knowledge',
+    enrolled: (user) => user[spec.flag] === true,
+    register(app, ctx: ServiceContext) {
+      // Sign-in step: form intent (optional), secret. 204; 403 incorrect; 429 backing off.
+      app.post(`/auth/${spec.name}`, FLOW, async (req, reply) => {
+        const form = formOf(req);
+        const given = field(form, spec.formField, { required: true, max: 1024 });
+        const who = await identified(req, reply, ctx);
+        await formIntent(ctx, form, who.session);
+        await regulated(req, ctx, who.user.id, spec.what, () =>
+          verifySecret(who.secret[spec.hashKey], given),
+        );
+        await proven(req, reply, ctx, who.session, spec.name);
+        return reply.code(204).send();
+      });
+
+      // Enrollment: set or change (JSON {<jsonField>}); ?user=<id> for administrators.
+      app.put(`/auth/enroll/${spec.name}`, async (req, reply) => {
+        const { userId, other } = await enrollTarget(req, ctx);
+        const value = jsonBody(req)[spec.jsonField];
+        if (typeof value !== 'string')
+          throw new ApiError('InvalidField', `${spec.jsonField} must be a string`, { field: spec.jsonField });
+        const tenant = await tenantDoc(ctx);
+        const bad = spec.check(value, tenant);
+        if (bad) throw new ApiError('InvalidField', `${spec.jsonField} ${bad}`, { field: spec.jsonField });
+        const h = await hashSecret(value);
+        await ctx.store.systemPut(User, userId, (doc, secret) => {
+          if (!doc) throw new ApiError('NotFound', `User ${userId} does not exist`);
+          return { doc: { ...doc, [spec.flag]: true }, secret: { ...secret, [spec.hashKey]: h } };
+        });
+        // An administrator setting someone's secret ends that user's sessions.
+        if (other) await deleteUserSessions(ctx, userId);
+        return reply.code(204).send();
+      });
+
+      // Removal (reset): the flag goes false and the hash is forgotten.
+      app.delete(`/auth/enroll/${spec.name}`, async (req, reply) => {
+        const { userId, other } = await enrollTarget(req, ctx);
+        await ctx.store.systemPut(User, userId, (doc, secret) => {
+          if (!doc) throw new ApiError('NotFound', `User ${userId} does not exist`);
+          const { [spec.hashKey]: _, ...rest } = secret;
+          return { doc: { ...doc, [spec.flag]: false }, secret: rest };
+        });
+        if (other) await deleteUserSessions(ctx, userId);
+        return reply.code(204).send();
+      });
+    },
+  };
+}

@@ -1,0 +1,83 @@
+import type { FastifyRequest } from 'fastify';
+import type { ServiceContext } from '../api/context.js';
+import type { Doc } from '../objects/fields.js';
+import { TENANT_ID, Tenant } from '../objects/tenant.js';
+
+/**
+ * The integrity scale: how sure the service is about who holds a session. Ordered; a session
+ * may do whatever its level or any lower level allows. Documented in docs/signin.md.
+ */
+export const Level = {
+  None: 0,
+  /** An e-mail address named the user (POST /auth/email): nothing proven yet. */
+  Identified: 1,
+  /** One factor proven (password, PIN, TOTP, backup code, activation code). */
+  OneFactor: 2,
+  /** Factors of two different kinds proven (something known + something held). */
+  TwoFactors: 3,
+  /** A hardware-backed factor (security key; later issue). */
+  Hardware: 4,
+} as const;
+export type IntegrityLevel = (typeof Level)[keyof typeof Level];
+export const LEVEL_NAMES = ['none', 'identified', 'one factor', 'two factors', 'hardware-backed'];
+
+/** What kind of proof each factor is; two different kinds make two factors. */
+export type FactorKind = 'knowledge' | 'possession' | 'hardware' | 'delegated';
+export const FACTOR_KINDS: Record<string, FactorKind> = {
+  password: 'knowledge',
+  pin: 'knowledge',
+  totp: 'possession',
+  backup: 'possession',
+  activation_code: 'possession',
+};
+
+/** The level a set of proven factors earns (boosts are stored as a floor, see sessions.ts). */
+export function levelOf(identified: boolean, factors: readonly string[], floor = 0): number {
+  if (!identified) return Math.max(Level.None, floor);
+  const kinds = new Set(factors.map((f) => FACTOR_KINDS[f]).filter((k) => k !== undefined));
+  let level: number = Level.Identified;
+  if (kinds.has('hardware')) level = Level.Hardware;
+  else if (kinds.size >= 2) level = Level.TwoFactors;
+  else if (kinds.size === 1) level = Level.OneFactor;
+  return Math.max(level, floor);
+}
+
+/** Operation classes with a configurable required level (Tenant.Integrity*). */
+export type OperationClass = 'read' | 'write' | 'credentials' | 'admin';
+export const CLASS_DEFAULTS: Record<OperationClass, number> = {
+  read: Level.OneFactor,
+  write: Level.OneFactor,
+  credentials: Level.OneFactor,
+  admin: Level.TwoFactors,
+};
+const TENANT_FIELD: Record<OperationClass, string> = {
+  read: 'IntegrityRead',
+  write: 'IntegrityWrite',
+  credentials: 'IntegrityCredentials',
+  admin: 'IntegrityAdmin',
+};
+
+export async function tenantDoc(ctx: Pick<ServiceContext, 'store'>): Promise<Doc> {
+  return (await ctx.store.get(Tenant, TENANT_ID))?.doc ?? {};
+}
+
+export function requiredLevel(tenant: Doc, cls: OperationClass): number {
+  const v = tenant[TENANT_FIELD[cls]];
+  return typeof v === 'number' && Number.isInteger(v) && v >= 1 && v <= 4 ? v : CLASS_DEFAULTS[cls];
+}
+
+const SAFE = new Set(['GET', 'HEAD', 'OPTIONS']);
+export const isSafeMethod = (method: string) => SAFE.has(method.toUpperCase());
+
+/**
+ * The class of a request made with a session. Enrollment is 'credentials'; an administrator's
+ * requests are 'admin' except reading their own profile and sessions; others read or write.
+ */
+export function classify(req: FastifyRequest, isAdmin: boolean): OperationClass {
+  const path = (req.url.split('?')[0] ?? '').replace(/\/+$/, '');
+  if (path.startsWith('/auth/enroll')) return /[?&]user=/.test(req.url) ? 'admin' : 'credentials';
+  const safe = isSafeMethod(req.method);
+  if (safe && (path === '/users/me' || path === '/auth/sessions')) return 'read';
+  if (isAdmin) return 'admin';
+  return safe ? 'read' : 'write';
+}

@@ -1,0 +1,107 @@
+import type { FastifyRequest } from 'fastify';
+import type { ServiceContext } from '../../api/context.js';
+import { ApiError, type ErrorBody } from '../../api/errors.js';
+import { User } from '../../objects/user.js';
+import { userUsable } from '../apikeys.js';
+import { classify, isSafeMethod, requiredLevel, tenantDoc } from '../integrity.js';
+import { signIntent } from '../intents.js';
+import type { Principal } from '../principal.js';
+import { requestSession } from './sessions.js';
+
+/** Header that carries the signed intent on a 401; the body carries it too, as "Intent". */
+export const INTENT_HEADER = 'X-Service-Intent';
+
+/** A 401 that carries a signed intent (header and body) so the client can sign in and retry. */
+export class IntentError extends ApiError {
+  constructor(
+    kind: 'Unauthenticated' | 'InsufficientIntegrity',
+    message: string,
+    readonly intent: string,
+    readonly integrityLevel: number,
+    readonly requiredLevel: number,
+  ) {
+    super(kind, message, {
+      headers: { [INTENT_HEADER]: intent, 'WWW-Authenticate': 'Bearer realm="gatehouse"' },
+    });
+  }
+  override body(requestId?: string): ErrorBody {
+    return {
+      ...super.body(requestId),
+      Intent: this.intent,
+      IntegrityLevel: this.integrityLevel,
+      RequiredLevel: this.requiredLevel,
+    } as ErrorBody;
+  }
+}
+
+/** The service's own origin as the browser sees it. */
+export const ownOrigin = (req: FastifyRequest) => `${req.protocol}://${req.host}`;
+
+/**
+ * CSRF defence for cookie-authenticated writes: a cross-site page can neither set a custom
+ * header (that needs a CORS preflight, which this service never grants) nor forge Origin.
+ */
+export function checkCsrf(req: FastifyRequest): void {
+  const xrw = req.headers['x-requested-with'];
+  if (typeof xrw === 'string' && xrw.trim() !== '') return;
+  const origin = req.headers.origin;
+  if (typeof origin === 'string' && origin === ownOrigin(req)) return;
+  throw new ApiError(
+    'CsrfCheckFailed',
+    'requests that change state with a session cookie must send the header "X-Requested-With: gatehouse" or come from this origin',
+  );
+}
+
+/** Authenticates by the session cookie: a principal for a signed-in session with enough integrity. */
+export async function sessionAuthenticator(
+  req: FastifyRequest,
+  ctx: ServiceContext,
+): Promise<Principal | undefined> {
+  const st = await requestSession(req, ctx);
+  const path = req.url.split('?')[0] ?? '';
+  if (!isSafeMethod(req.method) && (st.session || st.stale || path.startsWith('/auth'))) checkCsrf(req);
+  const mode = req.routeOptions.config?.auth ?? 'required';
+  const enforce = mode === 'required' && req.routeOptions.url !== undefined;
+  const s = st.session;
+  const refuse = async (kind: 'Unauthenticated' | 'InsufficientIntegrity', message: string, need: number) => {
+    const intent = await signIntent(ctx, {
+      sid: s?.id ?? '',
+      did: st.deviceId ?? s?.deviceId ?? '',
+      uid: s?.userId ?? '',
+      method: req.method,
+      path: req.url,
+      lvl: need,
+    });
+    return new IntentError(kind, message, intent, s?.level ?? 0, need);
+  };
+  const tenant = enforce ? await tenantDoc(ctx) : {};
+  const user = s && s.userId !== '' ? await ctx.store.get(User, s.userId) : undefined;
+  if (!s || !user || !userUsable(user.doc)) {
+    if (!enforce) return undefined;
+    const need = requiredLevel(tenant, classify(req, false));
+    const why = st.stale
+      ? 'the session has ended; sign in again'
+      : 'authentication required: sign in, or send an API key as "Authorization: Bearer <key>"';
+    throw await refuse('Unauthenticated', why, need);
+  }
+  const admin = user.doc.Admin === true;
+  const principal: Principal = {
+    via: 'session',
+    userId: s.userId,
+    scopes: new Set([admin ? 'admin' : 'user']),
+    sessionId: s.id,
+    integrityLevel: s.level,
+    deviceId: s.deviceId,
+  };
+  if (enforce) {
+    const need = requiredLevel(tenant, classify(req, admin));
+    if (s.level < need) {
+      throw await refuse(
+        'InsufficientIntegrity',
+        `this operation needs integrity level ${need}; the session has ${s.level}: prove another factor`,
+        need,
+      );
+    }
+  }
+  return principal;
+}

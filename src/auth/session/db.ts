@@ -1,0 +1,45 @@
+import type { Kysely } from 'kysely';
+import type { ServiceContext } from '../../api/context.js';
+
+/** Tables of migration 0002_auth_sessions (src/store/migrations.ts). */
+export interface SessionsTable {
+  /** Public session ID: shown in lists, carried by intents; never a credential. */
+  id: string;
+  /** sha256 of the cookie token; the token itself is never stored. Rotated on every level change. */
+  token_hash: string;
+  /** '' until the session is identified by /auth/email. */
+  user_id: string;
+  device_id: string;
+  level: number;
+  /** JSON array of the factors proven in this session. */
+  factors: string;
+  /** JSON object: location, user agent, address, activation state. */
+  data: string;
+  create_time: number;
+  last_seen: number;
+  /** Absolute end of the session (creation + Tenant.SessionMaxSeconds). */
+  expire_time: number;
+}
+
+export interface AuthKeysTable {
+  name: string;
+  value: string;
+  create_time: number;
+}
+
+export interface ThrottleTable {
+  key: string;
+  failures: number;
+  next_attempt: number;
+  last_failure: number;
+}
+
+export type AuthTables = {
+  sessions: SessionsTable;
+  auth_keys: AuthKeysTable;
+  auth_throttle: ThrottleTable;
+};
+
+/** The service's Kysely handle, typed with the sign-in tables. */
+export const authDb = (ctx: Pick<ServiceContext, 'db'>): Kysely<AuthTables> =>
+  ctx.db.kysely.withTables<AuthTables>() as unknown as Kysely<AuthTables>;

@@ -1,0 +1,77 @@
+import { randomBytes } from 'node:crypto';
+import { exportJWK, generateKeyPair, importJWK, type JWK } from 'jose';
+import type { ServiceContext } from '../../api/context.js';
+import { authDb } from './db.js';
+
+/**
+ * Server keys, kept in the database so every instance sharing it signs and decrypts alike.
+ * The first instance to need a key creates it (insert-if-absent); everyone then reads the winner.
+ */
+async function sharedKey(ctx: Pick<ServiceContext, 'db'>, name: string, make: () => Promise<string>) {
+  const db = authDb(ctx);
+  const read = () => db.selectFrom('auth_keys').select('value').where('name', '=', name).executeTakeFirst();
+  const found = await read();
+  if (found) return found.value;
+  await db
+    .insertInto('auth_keys')
+    .values({ name, value: await make(), create_time: Date.now() })
+    .onConflict((oc) => oc.column('name').doNothing())
+    .execute();
+  const row = await read();
+  if (!row) throw new Error(`server key ${name} could not be stored`);
+  return row.value;
+}
+
+type Key = Awaited<ReturnType<typeof importJWK>>;
+
+export interface IntentKeys {
+  privateKey: Key;
+  publicKey: Key;
+  kid: string;
+}
+
+const cache = new WeakMap<object, Map<string, Promise<unknown>>>();
+function cached<T>(ctx: Pick<ServiceContext, 'db'>, name: string, load: () => Promise<T>): Promise<T> {
+  let m = cache.get(ctx.db);
+  if (!m) {
+    m = new Map();
+    cache.set(ctx.db, m);
+  }
+  let p = m.get(name) as Promise<T> | undefined;
+  if (!p) {
+    p = load();
+    m.set(name, p);
+    // A failed load (database down) is retried on next use rather than remembered.
+    p.catch(() => m?.delete(name));
+  }
+  return p;
+}
+
+/** The Ed25519 key pair that signs intents (EdDSA compact JWS). */
+export function intentKeys(ctx: Pick<ServiceContext, 'db'>): Promise<IntentKeys> {
+  return cached(ctx, 'intent', async () => {
+    const text = await sharedKey(ctx, 'intent-ed25519', async () => {
+      const { privateKey } = await generateKeyPair('EdDSA', { crv: 'Ed25519', extractable: true });
+      const jwk = await exportJWK(privateKey);
+      jwk.kid = randomBytes(8).toString('base64url');
+      return JSON.stringify(jwk);
+    });
+    const jwk = JSON.parse(text) as JWK;
+    const { d: _d, ...pub } = jwk;
+    return {
+      privateKey: (await importJWK(jwk, 'EdDSA')) as Key,
+      publicKey: (await importJWK(pub, 'EdDSA')) as Key,
+      kid: String(jwk.kid),
+    };
+  });
+}
+
+/** 32 random bytes that encrypt TOTP secrets at rest (AES-256-GCM). */
+export function secretsKey(ctx: Pick<ServiceContext, 'db'>): Promise<Buffer> {
+  return cached(ctx, 'secrets', async () =>
+    Buffer.from(
+      await sharedKey(ctx, 'secrets-aes256', async () => randomBytes(32).toString('base64')),
+      'base64',
+    ),
+  );
+}

@@ -1,0 +1,301 @@
+import { createHash, randomBytes } from 'node:crypto';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { ServiceContext } from '../../api/context.js';
+import { newId } from '../../store/objects.js';
+import { Level, levelOf, tenantDoc } from '../integrity.js';
+import {
+  clearSessionCookie,
+  DEVICE_COOKIE,
+  readCookies,
+  SESSION_COOKIE,
+  setDeviceCookie,
+  setSessionCookie,
+} from './cookies.js';
+import { authDb, type SessionsTable } from './db.js';
+
+type Ctx = Pick<ServiceContext, 'db' | 'store'>;
+
+export interface SessionData {
+  /** Last reported position (POST /auth/location). */
+  Location?: { Latitude: number; Longitude: number; Time: string };
+  UserAgent?: string;
+  Address?: string;
+  /** A valid activation code was presented in this session. */
+  ActivationCode?: boolean;
+  /** Level granted by a boost from another session (the level never drops below it). */
+  BoostLevel?: number;
+  /** The session's token changed server-side (boost): rotate again at the holder's next request. */
+  RotatePending?: boolean;
+}
+
+export interface Session {
+  id: string;
+  userId: string;
+  deviceId: string;
+  level: number;
+  factors: string[];
+  data: SessionData;
+  createTime: number;
+  lastSeen: number;
+  expireTime: number;
+}
+
+const TOKEN = /^[A-Za-z0-9_-]{43}$/;
+const DEVICE = /^[A-Za-z0-9_-]{22}$/;
+/** last_seen is written at most this often, so reads do not all become writes. */
+const TOUCH_MS = 30_000;
+
+export const newToken = () => randomBytes(32).toString('base64url');
+export const newDeviceId = () => randomBytes(16).toString('base64url');
+export const hashToken = (token: string) => createHash('sha256').update(token).digest('base64url');
+
+function toSession(row: SessionsTable): Session {
+  return {
+    id: row.id,
+    userId: row.user_id,
+    deviceId: row.device_id,
+    level: Number(row.level),
+    factors: JSON.parse(row.factors) as string[],
+    data: JSON.parse(row.data) as SessionData,
+    createTime: Number(row.create_time),
+    lastSeen: Number(row.last_seen),
+    expireTime: Number(row.expire_time),
+  };
+}
+
+async function lifetimes(ctx: Ctx) {
+  const t = await tenantDoc(ctx);
+  const idle = typeof t.SessionIdleSeconds === 'number' ? t.SessionIdleSeconds : 8 * 3600;
+  const max = typeof t.SessionMaxSeconds === 'number' ? t.SessionMaxSeconds : 7 * 86400;
+  return { idleMs: idle * 1000, maxMs: max * 1000 };
+}
+
+export async function createSession(
+  ctx: Ctx,
+  init: { deviceId: string; userId?: string; data?: SessionData },
+): Promise<{ session: Session; token: string }> {
+  const { maxMs } = await lifetimes(ctx);
+  const now = Date.now();
+  const token = newToken();
+  const userId = init.userId ?? '';
+  const row: SessionsTable = {
+    id: newId(),
+    token_hash: hashToken(token),
+    user_id: userId,
+    device_id: init.deviceId,
+    level: userId === '' ? Level.None : Level.Identified,
+    factors: '[]',
+    data: JSON.stringify(init.data ?? {}),
+    create_time: now,
+    last_seen: now,
+    expire_time: now + maxMs,
+  };
+  await authDb(ctx).insertInto('sessions').values(row).execute();
+  return { session: toSession(row), token };
+}
+
+/** The live session a cookie token names, or undefined (unknown, idle too long, or past its end). */
+export async function sessionByToken(ctx: Ctx, token: string): Promise<Session | undefined> {
+  if (!TOKEN.test(token)) return undefined;
+  const db = authDb(ctx);
+  const row = await db
+    .selectFrom('sessions')
+    .selectAll()
+    .where('token_hash', '=', hashToken(token))
+    .executeTakeFirst();
+  if (!row) return undefined;
+  const s = toSession(row);
+  const { idleMs } = await lifetimes(ctx);
+  const now = Date.now();
+  if (now >= s.expireTime || now - s.lastSeen >= idleMs) {
+    await db.deleteFrom('sessions').where('id', '=', s.id).execute();
+    return undefined;
+  }
+  if (now - s.lastSeen >= TOUCH_MS) {
+    await db.updateTable('sessions').set({ last_seen: now }).where('id', '=', s.id).execute();
+    s.lastSeen = now;
+  }
+  return s;
+}
+
+export async function sessionById(ctx: Ctx, id: string): Promise<Session | undefined> {
+  const row = await authDb(ctx).selectFrom('sessions').selectAll().where('id', '=', id).executeTakeFirst();
+  if (!row) return undefined;
+  const s = toSession(row);
+  const { idleMs } = await lifetimes(ctx);
+  const now = Date.now();
+  return now >= s.expireTime || now - s.lastSeen >= idleMs ? undefined : s;
+}
+
+export async function listSessions(ctx: Ctx, userId: string): Promise<Session[]> {
+  const rows = await authDb(ctx)
+    .selectFrom('sessions')
+    .selectAll()
+    .where('user_id', '=', userId)
+    .orderBy('create_time')
+    .execute();
+  const { idleMs } = await lifetimes(ctx);
+  const now = Date.now();
+  return rows.map(toSession).filter((s) => now < s.expireTime && now - s.lastSeen < idleMs);
+}
+
+export async function deleteSession(ctx: Ctx, id: string): Promise<boolean> {
+  const r = await authDb(ctx).deleteFrom('sessions').where('id', '=', id).executeTakeFirst();
+  return Number(r.numDeletedRows) > 0;
+}
+
+/** Ends every session of a user (e.g. after an administrator resets their credentials). */
+export async function deleteUserSessions(ctx: Ctx, userId: string, except?: string): Promise<void> {
+  let q = authDb(ctx).deleteFrom('sessions').where('user_id', '=', userId);
+  if (except) q = q.where('id', '!=', except);
+  await q.execute();
+}
+
+/**
+ * Writes a session's new state. The level is recomputed from the factors; when it changes
+ * (or `rotate` is asked), the cookie token is replaced and the new token returned (fixation).
+ */
+export async function saveSession(
+  ctx: Ctx,
+  s: Session,
+  opts: { rotate?: boolean } = {},
+): Promise<{ session: Session; token?: string }> {
+  const level = levelOf(s.userId !== '', s.factors, s.data.BoostLevel ?? 0);
+  const rotate = opts.rotate ?? level !== s.level;
+  const token = rotate ? newToken() : undefined;
+  const next: Session = { ...s, level };
+  const set: Partial<SessionsTable> = {
+    user_id: s.userId,
+    level,
+    factors: JSON.stringify(s.factors),
+    data: JSON.stringify(s.data),
+  };
+  if (token) set.token_hash = hashToken(token);
+  const r = await authDb(ctx).updateTable('sessions').set(set).where('id', '=', s.id).executeTakeFirst();
+  if (Number(r.numUpdatedRows) === 0) throw new Error('session vanished');
+  return { session: next, token };
+}
+
+// ---- per-request state ------------------------------------------------------------------------
+
+interface RequestState {
+  session: Session | undefined;
+  /** A session cookie was sent but names no live session. */
+  stale: boolean;
+  deviceId: string | undefined;
+}
+const states = new WeakMap<FastifyRequest, RequestState>();
+/** New tokens found while authenticating (no reply there yet); sent by the onSend hook. */
+export const pendingCookies = new WeakMap<FastifyRequest, string>();
+
+/** The request's session (looked up once per request) and device ID, from their cookies. */
+export async function requestSession(req: FastifyRequest, ctx: Ctx): Promise<RequestState> {
+  let st = states.get(req);
+  if (st) return st;
+  const cookies = readCookies(req);
+  const token = cookies.get(SESSION_COOKIE);
+  const device = cookies.get(DEVICE_COOKIE);
+  let session = token ? await sessionByToken(ctx, token) : undefined;
+  if (session?.data.RotatePending) {
+    // Boosted from another session: its level changed, so its holder gets a new token now.
+    const { RotatePending: _, ...data } = session.data;
+    const saved = await saveSession(ctx, { ...session, data }, { rotate: true });
+    session = saved.session;
+    if (saved.token) pendingCookies.set(req, saved.token);
+  }
+  st = {
+    session,
+    stale: token !== undefined && token !== '' && !session,
+    deviceId: device && DEVICE.test(device) ? device : undefined,
+  };
+  states.set(req, st);
+  return st;
+}
+
+/** The request's session, created (level 0, with a device cookie) when there is none. */
+export async function ensureSession(req: FastifyRequest, reply: FastifyReply, ctx: Ctx): Promise<Session> {
+  const st = await requestSession(req, ctx);
+  if (st.session) return st.session;
+  const deviceId = st.deviceId ?? newDeviceId();
+  if (!st.deviceId) setDeviceCookie(req, reply, deviceId);
+  const { session, token } = await createSession(ctx, { deviceId, data: clientData(req) });
+  setSessionCookie(req, reply, token);
+  st.session = session;
+  st.deviceId = deviceId;
+  return session;
+}
+
+/** Replaces the request's session with a new one (different user, or after sign-out). */
+export async function replaceSession(
+  req: FastifyRequest,
+  reply: FastifyReply,
+  ctx: Ctx,
+  userId: string,
+): Promise<Session> {
+  const st = await requestSession(req, ctx);
+  if (st.session) await deleteSession(ctx, st.session.id);
+  const deviceId = st.deviceId ?? newDeviceId();
+  if (!st.deviceId) setDeviceCookie(req, reply, deviceId);
+  const { session, token } = await createSession(ctx, { deviceId, userId, data: clientData(req) });
+  setSessionCookie(req, reply, token);
+  st.session = session;
+  st.deviceId = deviceId;
+  return session;
+}
+
+/** Saves the request's own session; a new token (level change) goes out in the cookie at once. */
+export async function updateRequestSession(
+  req: FastifyRequest,
+  reply: FastifyReply,
+  ctx: Ctx,
+  s: Session,
+): Promise<Session> {
+  const { session, token } = await saveSession(ctx, s);
+  if (token) {
+    pendingCookies.delete(req);
+    setSessionCookie(req, reply, token);
+  }
+  const st = states.get(req);
+  if (st) st.session = session;
+  return session;
+}
+
+/** Ends the request's session (sign-out); the device cookie stays. */
+export async function endRequestSession(req: FastifyRequest, reply: FastifyReply, ctx: Ctx): Promise<void> {
+  const st = await requestSession(req, ctx);
+  if (st.session) await deleteSession(ctx, st.session.id);
+  clearSessionCookie(req, reply);
+  st.session = undefined;
+}
+
+function clientData(req: FastifyRequest): SessionData {
+  const ua = req.headers['user-agent'];
+  return { UserAgent: typeof ua === 'string' ? ua.slice(0, 256) : '', Address: req.ip };
+}
+
+// ---- for other parts of the service ------------------------------------------------------------
+
+export interface SessionInfo {
+  sessionId: string;
+  userId: string;
+  deviceId: string;
+  integrityLevel: number;
+  /** When the session ends at the latest (absolute lifetime; idle expiry may end it sooner). */
+  expires: Date;
+}
+
+/**
+ * Checks a session cookie token over a back channel (the access proxy): the live session it
+ * names, or undefined. Counts as activity for the idle lifetime.
+ */
+export async function validateSession(ctx: Ctx, token: string): Promise<SessionInfo | undefined> {
+  const s = await sessionByToken(ctx, token);
+  if (!s) return undefined;
+  return {
+    sessionId: s.id,
+    userId: s.userId,
+    deviceId: s.deviceId,
+    integrityLevel: s.level,
+    expires: new Date(s.expireTime),
+  };
+}

@@ -1,0 +1,133 @@
+import type { ServiceContext } from '../api/context.js';
+import { ApiError } from '../api/errors.js';
+import { authDb } from './session/db.js';
+
+/**
+ * Brute-force regulation for password, PIN and code attempts (docs/signin.md, "Regulation").
+ * Counters live in the database, so every instance sees the same numbers. An attempt is charged
+ * BEFORE the secret is checked (compare-and-swap on the counter), so parallel guesses cannot slip
+ * past the limit; a correct answer then clears the charge. Any failure of this store refuses
+ * the attempt (fails closed, 503).
+ */
+export interface ThrottlePolicy {
+  /** Failures allowed without delay. */
+  free: number;
+  /** Delay after the first failure beyond `free`; doubles with each further failure. */
+  baseMs: number;
+  maxMs: number;
+  /** Counters are forgotten after this long without a failure. */
+  windowMs: number;
+}
+
+export const USER_POLICY: ThrottlePolicy = {
+  free: 3,
+  baseMs: 2_000,
+  maxMs: 15 * 60_000,
+  windowMs: 24 * 3600_000,
+};
+export const ADDRESS_POLICY: ThrottlePolicy = {
+  free: 20,
+  baseMs: 1_000,
+  maxMs: 15 * 60_000,
+  windowMs: 3600_000,
+};
+
+export interface Charge {
+  key: string;
+  policy: ThrottlePolicy;
+}
+
+export const userKey = (userId: string): Charge => ({ key: `user:${userId}`, policy: USER_POLICY });
+export const addressKey = (addr: string): Charge => ({ key: `addr:${addr}`, policy: ADDRESS_POLICY });
+
+export function delayAfter(failures: number, p: ThrottlePolicy): number {
+  if (failures <= p.free) return 0;
+  return Math.min(p.baseMs * 2 ** Math.min(failures - p.free - 1, 30), p.maxMs);
+}
+
+function tooMany(next: number): ApiError {
+  // HTTP-dates have whole seconds: round up so a client waiting until then is accepted.
+  const when = new Date(Math.ceil(next / 1000) * 1000);
+  return new ApiError(
+    'TooManyRequests',
+    `too many unsuccessful attempts; try again after ${when.toISOString()}`,
+    {
+      headers: {
+        'X-Next-Attempt': when.toUTCString(),
+        'Retry-After': String(Math.max(1, Math.ceil((next - Date.now()) / 1000))),
+      },
+    },
+  );
+}
+
+async function guarded<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (e) {
+    if (e instanceof ApiError) throw e;
+    throw new ApiError(
+      'Unavailable',
+      'sign-in attempts cannot be counted right now, so none are accepted; try again later',
+    );
+  }
+}
+
+/** Refuses (429) when any counter is in its back-off; otherwise counts one more attempt on each. */
+export async function chargeAttempt(ctx: Pick<ServiceContext, 'db'>, charges: Charge[]): Promise<void> {
+  await guarded(async () => {
+    const db = authDb(ctx);
+    const now = Date.now();
+    for (const c of charges) {
+      const row = await db
+        .selectFrom('auth_throttle')
+        .selectAll()
+        .where('key', '=', c.key)
+        .executeTakeFirst();
+      if (row && Number(row.next_attempt) > now) throw tooMany(Number(row.next_attempt));
+    }
+    for (const c of charges) {
+      for (let i = 0; ; i++) {
+        if (i >= 20) throw new Error('throttle counter contended');
+        await db
+          .insertInto('auth_throttle')
+          .values({ key: c.key, failures: 0, next_attempt: 0, last_failure: 0 })
+          .onConflict((oc) => oc.column('key').doNothing())
+          .execute();
+        const row = await db
+          .selectFrom('auth_throttle')
+          .selectAll()
+          .where('key', '=', c.key)
+          .executeTakeFirstOrThrow();
+        const t = Date.now();
+        if (Number(row.next_attempt) > t) throw tooMany(Number(row.next_attempt));
+        const last = Number(row.last_failure);
+        const failures = (t - last > c.policy.windowMs ? 0 : Number(row.failures)) + 1;
+        const delay = delayAfter(failures, c.policy);
+        const r = await db
+          .updateTable('auth_throttle')
+          .set({ failures, next_attempt: delay > 0 ? t + delay : 0, last_failure: t })
+          .where('key', '=', c.key)
+          .where('failures', '=', Number(row.failures))
+          .where('last_failure', '=', last)
+          .executeTakeFirst();
+        if (Number(r.numUpdatedRows) === 1) break;
+      }
+    }
+  });
+}
+
+/** A correct answer: the user's counter is cleared and the address gets its charge back. */
+export async function attemptSucceeded(ctx: Pick<ServiceContext, 'db'>, user: Charge, address?: Charge) {
+  await guarded(async () => {
+    const db = authDb(ctx);
+    await db.deleteFrom('auth_throttle').where('key', '=', user.key).execute();
+    if (address) {
+      await db
+        .updateTable('auth_throttle')
+        .set((eb) => ({ failures: eb('failures', '-', 1) }))
+        .where('key', '=', address.key)
+        .where('failures', '>', 0)
+        .execute();
+    }
+  });
+}
