@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Membership } from '../../src/groups/membership.js';
 import { Account } from '../../src/objects/accounts.js';
 import { Metric, RemoteAgent, ScriptLog } from '../../src/objects/misc.js';
 import { typeByKind } from '../../src/objects/registry.js';
@@ -7,7 +8,7 @@ import { docTable } from '../docs.js';
 import { backends, jsonLines, startTestService, type TestService } from '../helpers.js';
 
 const SCOPES = ['user', 'audit', 'sync', 'admin'] as const;
-const SYSTEM_TYPES: ObjectType[] = [Account, Metric, RemoteAgent, ScriptLog];
+const SYSTEM_TYPES: ObjectType[] = [Account, Membership, Metric, RemoteAgent, ScriptLog];
 
 const createBody = (kind: string, n: number): Record<string, unknown> =>
   ({
@@ -47,7 +48,8 @@ describe.each(backends())('the permission matrix of docs/api.md holds on %s', (b
   async function makeObject(type: ObjectType, owner: string): Promise<{ id: string; etag: string }> {
     n++;
     if (SYSTEM_TYPES.includes(type)) {
-      const o = await s.store.systemPut(type, `sys-${type.path}-${n}`, () => ({ doc: {} }));
+      const doc = type.ownerField ? { [type.ownerField]: owner } : {};
+      const o = await s.store.systemPut(type, `sys-${type.path}-${n}`, () => ({ doc }));
       return { id: o!.id, etag: o!.etag };
     }
     const body = { ...createBody(type.kind, n) };
