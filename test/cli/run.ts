@@ -1,0 +1,61 @@
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+export const CLI = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url));
+
+/** Runs the built CLI to completion. */
+export function runCli(args: string[], env: NodeJS.ProcessEnv = {}) {
+  const r = spawnSync(process.execPath, [CLI, ...args], {
+    encoding: 'utf8',
+    env: { ...process.env, ...env },
+    timeout: 60_000,
+  });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+export interface Served {
+  proc: ChildProcess;
+  url: string;
+  /** Everything printed on stdout so far. */
+  stdout: () => string;
+  exited: Promise<number | null>;
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+/** Starts `gatehouse serve` and resolves once it logs the address it listens on. */
+export function serve(args: string[], env: NodeJS.ProcessEnv = {}): Promise<Served> {
+  const proc = spawn(process.execPath, [CLI, 'serve', ...args], { env: { ...process.env, ...env } });
+  let out = '';
+  let err = '';
+  const exited = new Promise<number | null>((resolve) => proc.on('exit', (code) => resolve(code)));
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`serve did not start: ${out}${err}`)), 30_000);
+    proc.stderr?.on('data', (d: Buffer) => {
+      err += d.toString();
+    });
+    proc.stdout?.on('data', (d: Buffer) => {
+      out += d.toString();
+      const m = /"url":"([^"]+)"[^\n]*"msg":"gatehouse listening"/.exec(out);
+      if (m) {
+        clearTimeout(timer);
+        resolve({
+          proc,
+          url: m[1] as string,
+          stdout: () => out,
+          exited,
+          async stop(signal = 'SIGTERM') {
+            if (proc.exitCode === null) proc.kill(signal);
+            return exited;
+          },
+        });
+      }
+    });
+    void exited.then((code) => {
+      clearTimeout(timer);
+      reject(new Error(`serve exited with ${code}: ${out}${err}`));
+    });
+  });
+}
+
+/** The admin key printed on first start (the indented line after the announcement). */
+export const printedKey = (stdout: string) => /^\s+(gv[A-Za-z0-9]{54})$/m.exec(stdout)?.[1];
