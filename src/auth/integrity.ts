@@ -75,7 +75,7 @@ export const isSafeMethod = (method: string) => SAFE.has(method.toUpperCase());
  */
 export function classify(req: FastifyRequest, isAdmin: boolean): OperationClass {
   const path = (req.url.split('?')[0] ?? '').replace(/\/+$/, '');
-  if (path.startsWith('/auth/enroll')) return /[?&]user=/.test(req.url) ? 'admin' : 'credentials';
+  if (path.startsWith('/auth/enroll')) return isAdmin && /[?&]user=/.test(req.url) ? 'admin' : 'credentials';
   const safe = isSafeMethod(req.method);
   if (safe && (path === '/users/me' || path === '/auth/sessions')) return 'read';
   if (isAdmin) return 'admin';

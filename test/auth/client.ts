@@ -16,13 +16,18 @@ export class Browser {
     return this.cookies.get('gatehouse_device');
   }
 
-  async req(
-    o: { method?: string; url: string; form?: Record<string, string | string[]>; json?: unknown; headers?: Record<string, string> },
-  ): Promise<LightMyRequestResponse> {
+  async req(o: {
+    method?: string;
+    url: string;
+    form?: Record<string, string | string[]>;
+    json?: unknown;
+    headers?: Record<string, string>;
+  }): Promise<LightMyRequestResponse> {
     const headers: Record<string, string> = { ...(o.headers ?? {}) };
     if (this.cookies.size > 0 && headers.cookie === undefined)
       headers.cookie = [...this.cookies].map(([k, v]) => `${k}=${v}`).join('; ');
-    if (this.opts.csrf !== false && headers['x-requested-with'] === undefined) headers['x-requested-with'] = 'test';
+    if (this.opts.csrf !== false && headers['x-requested-with'] === undefined)
+      headers['x-requested-with'] = 'test';
     let payload: string | undefined;
     if (o.form) {
       const p = new URLSearchParams();
@@ -62,11 +67,19 @@ export async function makeUser(
   s: TestService,
   o: { email: string; password?: string; pin?: string; admin?: boolean; active?: boolean },
 ): Promise<string> {
-  const res = await s.req({ method: 'POST', url: '/users', payload: { Email: o.email, Admin: o.admin ?? false, Active: o.active ?? true } });
+  const res = await s.req({
+    method: 'POST',
+    url: '/users',
+    payload: { Email: o.email, Admin: o.admin ?? false, Active: o.active ?? true },
+  });
   if (res.statusCode !== 201) throw new Error(`create user: ${res.statusCode} ${res.body}`);
   const id = String(res.headers['x-id']);
   if (o.password) {
-    const r = await s.req({ method: 'PUT', url: `/auth/enroll/password?user=${id}`, payload: { Password: o.password } });
+    const r = await s.req({
+      method: 'PUT',
+      url: `/auth/enroll/password?user=${id}`,
+      payload: { Password: o.password },
+    });
     if (r.statusCode !== 204) throw new Error(`set password: ${r.statusCode} ${r.body}`);
   }
   if (o.pin) {

@@ -1,0 +1,373 @@
+import { execFileSync } from 'node:child_process';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { signIntent } from '../../src/auth/intents.js';
+import { authDb } from '../../src/auth/session/db.js';
+import { backends, startTestService, type TestService } from '../helpers.js';
+import { Browser, makeUser, signedIn } from './client.js';
+
+const HTTP_DATE = /^[A-Z][a-z]{2}, \d{2} [A-Z][a-z]{2} \d{4} \d{2}:\d{2}:\d{2} GMT$/;
+const PW = 'correct horse battery staple';
+
+function haveOathtool(): boolean {
+  try {
+    execFileSync('oathtool', ['--version'], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+}
+const OATH = haveOathtool();
+if (!OATH) {
+  if (process.env.CI)
+    throw new Error('oathtool is missing and CI=true: install it (apt-get install oathtool)');
+  process.stdout.write(
+    '\n*** oathtool not installed: TOTP tests against an independent implementation are skipped ***\n\n',
+  );
+}
+/** A TOTP code from an independent implementation (oathtool), optionally for another time. */
+const oathtool = (base32: string, at?: Date) =>
+  execFileSync('oathtool', [
+    '--totp',
+    '-b',
+    ...(at ? ['--now', at.toISOString().replace('T', ' ').slice(0, 19) + ' UTC'] : []),
+    base32,
+  ])
+    .toString()
+    .trim();
+
+describe.each(backends())('sign-in flow endpoints on %s', (backend) => {
+  let s: TestService;
+  let n = 0;
+  const email = () => `user${++n}@example.com`;
+  beforeAll(async () => {
+    s = await startTestService(backend);
+  });
+  afterAll(async () => s?.close());
+
+  it('POST /auth/email: 204 and identified session cookies; 400 Account Missing; form only once', async () => {
+    const e = email();
+    await makeUser(s, { email: e });
+    const b = new Browser(s);
+    const ok = await b.post('/auth/email', { email: e.toUpperCase() });
+    expect(ok.statusCode, ok.body).toBe(204);
+    const cookies = ([] as string[]).concat(ok.headers['set-cookie'] as string[]);
+    const sc = cookies.find((c) => c.startsWith('gatehouse_session='));
+    expect(sc).toMatch(/HttpOnly/);
+    expect(sc).toMatch(/SameSite=Lax/);
+    expect(sc).not.toMatch(/Secure/);
+    expect(cookies.find((c) => c.startsWith('gatehouse_device='))).toMatch(/Max-Age=34560000/);
+    const missing = await b.post('/auth/email', { email: 'nobody@example.com' });
+    expect(missing.statusCode).toBe(400);
+    expect(missing.headers['x-error-code']).toBe('Account Missing');
+    const twice = await b.post('/auth/email', { email: [e, 'x@example.com'] });
+    expect(twice.statusCode).toBe(400);
+    expect(twice.json().Field).toBe('email');
+    const none = await b.post('/auth/email', {});
+    expect(none.statusCode).toBe(400);
+  });
+
+  it('POST /auth/password: 204 raises the level, 403 wrong, 400 before e-mail; the API works with the session', async () => {
+    const e = email();
+    const id = await makeUser(s, { email: e, password: PW });
+    const anon = new Browser(s);
+    expect((await anon.post('/auth/password', { password: PW })).statusCode).toBe(400);
+    const b = new Browser(s);
+    await b.post('/auth/email', { email: e });
+    const before = await b.req({ url: '/users/me' });
+    expect(before.statusCode).toBe(401);
+    expect(before.headers['x-error-code']).toBe('Insufficient Integrity');
+    expect(before.headers['x-service-intent']).toBe(before.json().Intent);
+    const wrong = await b.post('/auth/password', { password: 'not it at all' });
+    expect(wrong.statusCode).toBe(403);
+    expect(wrong.headers['x-error-code']).toBe('Incorrect Credential');
+    const ok = await b.post('/auth/password', { password: PW, intent: before.json().Intent });
+    expect(ok.statusCode, ok.body).toBe(204);
+    const me = await b.req({ url: '/users/me' });
+    expect(me.statusCode).toBe(200);
+    expect(me.json()).toMatchObject({ ID: id, HavePassword: true });
+    // A plain user's session has user scope: admin operations are refused.
+    expect((await b.req({ url: '/tenant' })).statusCode).toBe(403);
+    expect(JSON.stringify(s.logs)).not.toContain(PW);
+  });
+
+  it('POST /auth returns an AuthResponse: anonymous, identified, authorized; 400 for altered intents', async () => {
+    const anon = await new Browser(s).post('/auth');
+    expect(anon.statusCode).toBe(200);
+    expect(anon.json()).toMatchObject({ Authorized: false, IntegrityLevel: 0, Factors: ['email'] });
+    const e = email();
+    await makeUser(s, { email: e, password: PW, pin: '424242' });
+    const b = new Browser(s);
+    await b.post('/auth/email', { email: e });
+    const denied = await b.req({ url: '/users/me' });
+    const intent = denied.json().Intent as string;
+    const r1 = await b.post('/auth', { intent });
+    expect(r1.statusCode).toBe(200);
+    expect(r1.json()).toMatchObject({
+      Authorized: false,
+      IntegrityLevel: 1,
+      RequiredLevel: 2,
+      Method: 'GET',
+      Path: '/users/me',
+    });
+    expect(r1.json().Factors.sort()).toEqual(['password', 'pin']);
+    await b.post('/auth/pin', { code: '424242', intent });
+    const r2 = await b.post('/auth', { intent });
+    expect(r2.json()).toMatchObject({ Authorized: true, IntegrityLevel: 2, Factors: ['password'] });
+    const [h, p, sig] = intent.split('.') as [string, string, string];
+    const payload = JSON.parse(Buffer.from(p, 'base64url').toString());
+    payload.lvl = 0;
+    const forged = `${h}.${Buffer.from(JSON.stringify(payload)).toString('base64url')}.${sig}`;
+    const bad = await b.post('/auth', { intent: forged });
+    expect(bad.statusCode).toBe(400);
+    expect(bad.headers['x-error-code']).toBe('Invalid Intent');
+    expect((await b.post('/auth/password', { password: PW, intent: forged })).statusCode).toBe(400);
+    expect((await b.post('/auth', { intent: 'garbage' })).statusCode).toBe(400);
+    const expired = await signIntent(
+      s,
+      { sid: '', did: '', uid: '', method: 'GET', path: '/', lvl: 2 },
+      Date.now() - 3600_000,
+    );
+    expect((await b.post('/auth', { intent: expired })).statusCode).toBe(400);
+  });
+
+  it('POST /auth/pin: 204, 403, and 429 with X-Next-Attempt after repeated failures', async () => {
+    const e = email();
+    await makeUser(s, { email: e, pin: '1234' });
+    const b = new Browser(s, { ip: '10.0.0.2' });
+    await b.post('/auth/email', { email: e });
+    expect((await b.post('/auth/pin', { code: '1234' })).statusCode).toBe(204);
+    const statuses: number[] = [];
+    let last = await b.post('/auth/pin', { code: '0000' });
+    for (let i = 0; i < 5; i++) {
+      statuses.push(last.statusCode);
+      last = await b.post('/auth/pin', { code: '0000' });
+    }
+    expect(statuses.slice(0, 4)).toEqual([403, 403, 403, 403]);
+    expect(last.statusCode).toBe(429);
+    expect(last.headers['x-next-attempt']).toMatch(HTTP_DATE);
+    expect(Date.parse(String(last.headers['x-next-attempt']))).toBeGreaterThan(Date.now());
+    // While backing off even the right PIN is refused.
+    expect((await b.post('/auth/pin', { code: '1234' })).statusCode).toBe(429);
+  });
+
+  it('POST /auth/password: 429 + X-Next-Attempt, also for parallel guesses; other users unaffected', async () => {
+    const e = email();
+    await makeUser(s, { email: e, password: PW });
+    const b = new Browser(s, { ip: '10.0.0.3' });
+    await b.post('/auth/email', { email: e });
+    const results = await Promise.all(
+      Array.from({ length: 10 }, () => b.post('/auth/password', { password: 'wrong guess here' })),
+    );
+    const codes = results.map((r) => r.statusCode).sort();
+    // 3 free failures + the one that starts the back-off: at most 4 guesses are checked.
+    expect(codes.filter((c) => c === 403).length).toBeLessThanOrEqual(4);
+    expect(codes.filter((c) => c === 429).length).toBeGreaterThanOrEqual(6);
+    expect(codes.every((c) => c === 403 || c === 429)).toBe(true);
+    const r = results.find((x) => x.statusCode === 429);
+    expect(r?.headers['x-next-attempt']).toMatch(HTTP_DATE);
+    expect((await b.post('/auth/password', { password: PW })).statusCode).toBe(429);
+    const e2 = email();
+    await makeUser(s, { email: e2, password: PW });
+    await signedIn(s, e2, PW, { ip: '10.0.0.3' });
+  });
+
+  it.skipIf(!OATH)(
+    'TOTP: enroll (URI + QR), sign in with an oathtool code, 403 wrong and replayed codes',
+    async () => {
+      const e = email();
+      await makeUser(s, { email: e, password: PW });
+      const b = await signedIn(s, e, PW);
+      const start = await b.req({ method: 'POST', url: '/auth/enroll/totp', json: {} });
+      expect(start.statusCode, start.body).toBe(200);
+      const { Secret, URI, QRCode } = start.json();
+      expect(URI).toMatch(/^otpauth:\/\/totp\//);
+      expect(URI).toContain(`secret=${Secret}`);
+      expect(QRCode).toMatch(/^data:image\/png;base64,/);
+      const bad = await b.req({ method: 'POST', url: '/auth/enroll/totp/confirm', json: { Code: '000000' } });
+      expect(bad.statusCode).toBe(403);
+      const prev = oathtool(Secret, new Date(Date.now() - 30_000));
+      const conf = await b.req({ method: 'POST', url: '/auth/enroll/totp/confirm', json: { Code: prev } });
+      expect(conf.statusCode, conf.body).toBe(204);
+      expect((await b.req({ url: '/users/me' })).json().HaveTOTPSecret).toBe(true);
+      // Stored encrypted: the base32 secret is nowhere in the database.
+      const rows = await s.db.kysely
+        .selectFrom('objects')
+        .select('secret')
+        .where('type', '=', 'User')
+        .execute();
+      expect(JSON.stringify(rows)).not.toContain(Secret);
+
+      const c = new Browser(s);
+      await c.post('/auth/email', { email: e });
+      expect(
+        (await c.post('/auth/totp', { code: '123456' === oathtool(Secret) ? '654321' : '123456' }))
+          .statusCode,
+      ).toBe(403);
+      const code = oathtool(Secret);
+      const ok = await c.post('/auth/totp', { code });
+      expect(ok.statusCode, ok.body).toBe(204);
+      expect((await c.post('/auth/totp', { code })).statusCode).toBe(403);
+      await c.post('/auth/password', { password: PW });
+      expect((await c.post('/auth')).json()).toMatchObject({ IntegrityLevel: 3, Authorized: true });
+      expect((await b.req({ method: 'DELETE', url: '/auth/enroll/totp' })).statusCode).toBe(204);
+      expect((await b.req({ url: '/users/me' })).json().HaveTOTPSecret).toBe(false);
+    },
+  );
+
+  it('backup codes: 204 once, 403 when reused or wrong', async () => {
+    const e = email();
+    await makeUser(s, { email: e, password: PW });
+    const b = await signedIn(s, e, PW);
+    const gen = await b.req({ method: 'POST', url: '/auth/enroll/backup', json: {} });
+    expect(gen.statusCode).toBe(200);
+    const codes = gen.json().Codes as string[];
+    expect(codes).toHaveLength(10);
+    const c = new Browser(s);
+    await c.post('/auth/email', { email: e });
+    expect((await c.post('/auth/backup', { code: 'aaaaa-bbbbb' })).statusCode).toBe(403);
+    expect((await c.post('/auth/backup', { code: codes[0] as string })).statusCode).toBe(204);
+    expect((await c.post('/auth/backup', { code: codes[0] as string })).statusCode).toBe(403);
+    expect((await c.post('/auth/backup', { code: (codes[1] as string).toUpperCase() })).statusCode).toBe(204);
+  });
+
+  it('activation: 403 when a code is required and missing or invalid; 204 with a valid one; uses and expiry count', async () => {
+    const tenant = await s.req({ method: 'GET', url: '/tenant' });
+    const put = await s.req({
+      method: 'PUT',
+      url: '/tenant',
+      headers: { 'if-match': String(tenant.headers.etag) },
+      payload: { ...tenant.json(), RequireActivationCode: true },
+    });
+    expect(put.statusCode).toBe(204);
+    try {
+      const e = email();
+      const id = await makeUser(s, { email: e, active: false });
+      await s.req({
+        method: 'POST',
+        url: '/activationcodes',
+        payload: { Code: 'welcome-123456', MaxUses: 1 },
+      });
+      await s.req({
+        method: 'POST',
+        url: '/activationcodes',
+        payload: { Code: 'expired-123456', ExpireTime: '2001-01-01T00:00:00Z' },
+      });
+      const b = new Browser(s);
+      await b.post('/auth/email', { email: e });
+      const noCode = await b.post('/auth/activate');
+      expect(noCode.statusCode).toBe(403);
+      expect(noCode.headers['x-error-code']).toBe('Activation Code Required');
+      expect((await b.post('/auth/activation_code', { code: 'wrong-code-000' })).statusCode).toBe(403);
+      expect((await b.post('/auth/activation_code', { code: 'expired-123456' })).statusCode).toBe(403);
+      expect((await b.post('/auth/activation_code', { code: 'welcome-123456' })).statusCode).toBe(204);
+      expect((await b.post('/auth/activate')).statusCode).toBe(204);
+      expect((await s.req({ url: `/users/${id}` })).json().Active).toBe(true);
+      // MaxUses 1: a second user cannot use it again.
+      const e2 = email();
+      await makeUser(s, { email: e2, active: false });
+      const c = new Browser(s);
+      await c.post('/auth/email', { email: e2 });
+      expect((await c.post('/auth/activation_code', { code: 'welcome-123456' })).statusCode).toBe(403);
+    } finally {
+      const t = await s.req({ method: 'GET', url: '/tenant' });
+      await s.req({
+        method: 'PUT',
+        url: '/tenant',
+        headers: { 'if-match': String(t.headers.etag) },
+        payload: { ...t.json(), RequireActivationCode: false },
+      });
+    }
+  });
+
+  it('POST /auth/location: 204 and kept on the session; 400 for bad numbers', async () => {
+    const e = email();
+    await makeUser(s, { email: e, password: PW });
+    const b = await signedIn(s, e, PW);
+    expect((await b.post('/auth/location', { lat: '52.37', long: '4.89' })).statusCode).toBe(204);
+    expect((await b.post('/auth/location', { lat: '91', long: '0' })).statusCode).toBe(400);
+    expect((await b.post('/auth/location', { lat: 'abc', long: '0' })).statusCode).toBe(400);
+    const list = await b.req({ url: '/auth/sessions' });
+    const item = JSON.parse(list.body.trim().split('\n')[0] as string).Item;
+    expect(item.Location).toMatchObject({ Latitude: 52.37, Longitude: 4.89 });
+  });
+
+  it('sessions: listed with Current, revocable, sign-out ends the session', async () => {
+    const e = email();
+    await makeUser(s, { email: e, password: PW });
+    const a = await signedIn(s, e, PW);
+    const b = await signedIn(s, e, PW);
+    const list = (await a.req({ url: '/auth/sessions' })).body
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
+    expect(list).toHaveLength(2);
+    expect(list.filter((x) => x.Item.Current)).toHaveLength(1);
+    const other = list.find((x) => !x.Item.Current).ID;
+    expect((await a.req({ method: 'DELETE', url: `/auth/sessions/${other}` })).statusCode).toBe(204);
+    expect((await b.req({ url: '/users/me' })).statusCode).toBe(401);
+    expect((await a.req({ method: 'DELETE', url: '/auth/sessions/nosuchsession1' })).statusCode).toBe(404);
+    expect((await a.post('/auth/signout')).statusCode).toBe(204);
+    expect(a.session).toBeUndefined();
+    expect((await a.req({ url: '/users/me' })).statusCode).toBe(401);
+  });
+
+  it('lifetimes: a session idle longer than SessionIdleSeconds, or past its end, is over', async () => {
+    const e = email();
+    await makeUser(s, { email: e, password: PW });
+    const a = await signedIn(s, e, PW);
+    const b = await signedIn(s, e, PW);
+    const db = authDb(s);
+    const [sa, sb] = (await a.req({ url: '/auth/sessions' })).body
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l).ID);
+    await db
+      .updateTable('sessions')
+      .set({ last_seen: Date.now() - 9 * 3600_000 })
+      .where('id', '=', sa)
+      .execute();
+    expect((await a.req({ url: '/users/me' })).statusCode).toBe(401);
+    await db
+      .updateTable('sessions')
+      .set({ expire_time: Date.now() - 1 })
+      .where('id', '=', sb)
+      .execute();
+    const r = await b.req({ url: '/users/me' });
+    expect(r.statusCode).toBe(401);
+    expect(r.json().Message).toMatch(/ended/);
+  });
+
+  it('enrollment needs integrity and keeps Have* flags; PasswordMinLength holds; admins reset', async () => {
+    const e = email();
+    const id = await makeUser(s, { email: e, password: PW });
+    const weak = new Browser(s);
+    await weak.post('/auth/email', { email: e });
+    const denied = await weak.req({ method: 'PUT', url: '/auth/enroll/pin', json: { PIN: '5555' } });
+    expect(denied.statusCode).toBe(401);
+    expect(denied.json().Intent).toBeTruthy();
+    const b = await signedIn(s, e, PW);
+    expect(
+      (await b.req({ method: 'PUT', url: '/auth/enroll/password', json: { Password: 'short' } })).statusCode,
+    ).toBe(400);
+    expect((await b.req({ method: 'PUT', url: '/auth/enroll/pin', json: { PIN: '12ab' } })).statusCode).toBe(
+      400,
+    );
+    expect((await b.req({ method: 'PUT', url: '/auth/enroll/pin', json: { PIN: '5555' } })).statusCode).toBe(
+      204,
+    );
+    expect((await b.req({ url: '/users/me' })).json().HavePIN).toBe(true);
+    // Not someone else's credentials.
+    const other = await makeUser(s, { email: email() });
+    expect(
+      (await b.req({ method: 'PUT', url: `/auth/enroll/pin?user=${other}`, json: { PIN: '5555' } }))
+        .statusCode,
+    ).toBe(403);
+    // The admin resets the PIN: flag false, the user's sessions end.
+    expect((await s.req({ method: 'DELETE', url: `/auth/enroll/pin?user=${id}` })).statusCode).toBe(204);
+    expect((await s.req({ url: `/users/${id}` })).json().HavePIN).toBe(false);
+    expect((await b.req({ url: '/users/me' })).statusCode).toBe(401);
+    // Hashes are argon2id.
+    const secret = await s.store.getSecret((await import('../../src/objects/user.js')).User, id);
+    expect(String(secret.PasswordHash)).toMatch(/^\$argon2id\$v=19\$m=19456,t=2,p=1\$/);
+  });
+});

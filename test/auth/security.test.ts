@@ -1,0 +1,243 @@
+import { sql } from 'kysely';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { signIntent } from '../../src/auth/intents.js';
+import { backends, startTestService, type TestService } from '../helpers.js';
+import { Browser, makeUser, signedIn } from './client.js';
+
+const PW = 'correct horse battery staple';
+
+describe.each(backends())('sign-in security on %s', (backend) => {
+  let s: TestService;
+  let n = 0;
+  const email = () => `sec${++n}@example.com`;
+  beforeAll(async () => {
+    s = await startTestService(backend);
+  });
+  afterAll(async () => s?.close());
+
+  it('CSRF: cookie writes need X-Requested-With or a same-origin Origin; API keys do not', async () => {
+    const e = email();
+    await makeUser(s, { email: e, password: PW });
+    const b = await signedIn(s, e, PW);
+    const bare = new Browser(s, { csrf: false });
+    for (const [k, v] of b.cookies) bare.cookies.set(k, v);
+    const none = await bare.req({ method: 'PUT', url: '/auth/enroll/pin', json: { PIN: '9999' } });
+    expect(none.statusCode).toBe(403);
+    expect(none.headers['x-error-code']).toBe('CSRF Check Failed');
+    const evil = await bare.req({
+      method: 'PUT',
+      url: '/auth/enroll/pin',
+      json: { PIN: '9999' },
+      headers: { origin: 'https://evil.example' },
+    });
+    expect(evil.statusCode).toBe(403);
+    const same = await bare.req({
+      method: 'PUT',
+      url: '/auth/enroll/pin',
+      json: { PIN: '9999' },
+      headers: { origin: 'http://localhost:80', host: 'localhost:80' },
+    });
+    expect(same.statusCode, same.body).toBe(204);
+    // Login CSRF: the form endpoints check even without a session cookie.
+    const fresh = new Browser(s, { csrf: false });
+    expect((await fresh.post('/auth/email', { email: e })).statusCode).toBe(403);
+    expect((await fresh.post('/auth/password', { password: PW })).statusCode).toBe(403);
+    // Reads are not checked; API-key writes are not checked.
+    expect((await bare.req({ url: '/users/me' })).statusCode).toBe(200);
+    expect((await s.req({ method: 'POST', url: '/users', payload: {} })).statusCode).toBe(201);
+  });
+
+  it('fixation: the session token changes on every level change and the old one stops working', async () => {
+    const e = email();
+    await makeUser(s, { email: e, password: PW, pin: '2468' });
+    const b = new Browser(s);
+    // A token planted before sign-in (e.g. by an attacker) is useless after it.
+    await b.post('/auth/location', { lat: '1', long: '1' });
+    const planted = b.session as string;
+    await b.post('/auth/email', { email: e });
+    const t1 = b.session as string;
+    expect(t1).not.toBe(planted);
+    await b.post('/auth/password', { password: PW });
+    const t2 = b.session as string;
+    expect(t2).not.toBe(t1);
+    const attacker = new Browser(s);
+    attacker.cookies.set('gatehouse_session', planted);
+    expect((await attacker.req({ url: '/users/me' })).statusCode).toBe(401);
+    attacker.cookies.set('gatehouse_session', t1);
+    expect((await attacker.req({ url: '/users/me' })).statusCode).toBe(401);
+    expect((await b.req({ url: '/users/me' })).statusCode).toBe(200);
+    // Same factor again: level unchanged, token unchanged.
+    await b.post('/auth/password', { password: PW });
+    expect(b.session).toBe(t2);
+    // Doubled session cookies are ignored rather than guessed between.
+    const dup = await s.app.inject({
+      url: '/users/me',
+      headers: { cookie: `gatehouse_session=${t2}; gatehouse_session=${t1}` },
+    });
+    expect(dup.statusCode).toBe(401);
+  });
+
+  it('intent replay across sessions: an intent works only in the session it was issued to', async () => {
+    const e = email();
+    await makeUser(s, { email: e, password: PW });
+    const a = new Browser(s);
+    await a.post('/auth/email', { email: e });
+    const intent = (await a.req({ url: '/users/me' })).json().Intent as string;
+    const other = new Browser(s);
+    await other.post('/auth/email', { email: e });
+    const r = await other.post('/auth', { intent });
+    expect(r.statusCode).toBe(400);
+    expect(r.json().Message).toMatch(/another session/);
+    expect((await other.post('/auth/password', { password: PW, intent })).statusCode).toBe(400);
+    expect((await a.post('/auth', { intent })).statusCode).toBe(200);
+  });
+
+  it('POST /auth/boost: 204 and the retried operation passes; 400, 401, 403, 409 as the spec lists', async () => {
+    const e = email();
+    await makeUser(s, { email: e, password: PW });
+    const strong = await signedIn(s, e, PW);
+    const weak = new Browser(s);
+    await weak.post('/auth/email', { email: e });
+    const denied = await weak.req({ url: '/users/me' });
+    expect(denied.statusCode).toBe(401);
+    const intent = denied.json().Intent as string;
+
+    // 400: malformed, garbage, expired.
+    expect((await strong.req({ method: 'POST', url: '/auth/boost', json: [] })).statusCode).toBe(400);
+    expect(
+      (await strong.req({ method: 'POST', url: '/auth/boost', json: { Intent: 'x.y.z' } })).statusCode,
+    ).toBe(400);
+    const payload = JSON.parse(Buffer.from(intent.split('.')[1] as string, 'base64url').toString());
+    const expired = await signIntent(s, payload, Date.now() - 3600_000);
+    expect(
+      (await strong.req({ method: 'POST', url: '/auth/boost', json: { Intent: expired } })).statusCode,
+    ).toBe(400);
+
+    // 401: a session with less integrity than the target level.
+    const weak2 = new Browser(s);
+    await weak2.post('/auth/email', { email: e });
+    const r401 = await weak2.req({ method: 'POST', url: '/auth/boost', json: { Intent: intent } });
+    expect(r401.statusCode).toBe(401);
+
+    // 403: another user's session, caller not an administrator.
+    const e2 = email();
+    await makeUser(s, { email: e2, password: PW });
+    const stranger = await signedIn(s, e2, PW);
+    expect(
+      (await stranger.req({ method: 'POST', url: '/auth/boost', json: { Intent: intent } })).statusCode,
+    ).toBe(403);
+    // 403: the intent's user is not the session's user.
+    const lie = await signIntent(s, { ...payload, uid: 'someoneelse00' });
+    expect((await strong.req({ method: 'POST', url: '/auth/boost', json: { Intent: lie } })).statusCode).toBe(
+      403,
+    );
+
+    // 409: device differs; session gone.
+    const otherDevice = await signIntent(s, { ...payload, did: 'AAAAAAAAAAAAAAAAAAAAAA' });
+    const r409 = await strong.req({ method: 'POST', url: '/auth/boost', json: { Intent: otherDevice } });
+    expect(r409.statusCode).toBe(409);
+    const gone = await signIntent(s, { ...payload, sid: 'nosuchsession1' });
+    expect(
+      (await strong.req({ method: 'POST', url: '/auth/boost', json: { Intent: gone } })).statusCode,
+    ).toBe(409);
+
+    // 204: raised; the weak session retries and passes, with a new token (fixation).
+    const before = weak.session;
+    const ok = await strong.req({ method: 'POST', url: '/auth/boost', json: { Intent: intent } });
+    expect(ok.statusCode, ok.body).toBe(204);
+    const retry = await weak.req({ url: '/users/me' });
+    expect(retry.statusCode).toBe(200);
+    expect(weak.session).not.toBe(before);
+    expect((await weak.req({ url: '/users/me' })).statusCode).toBe(200);
+
+    // An administrator may boost another user's session.
+    const adminEmail = email();
+    const adminId = await makeUser(s, { email: adminEmail, password: PW, pin: '8642', admin: true });
+    void adminId;
+    const admin = await signedIn(s, adminEmail, PW);
+    const w3 = new Browser(s);
+    await w3.post('/auth/email', { email: e2 });
+    const i3 = (await w3.req({ url: '/users/me' })).json().Intent;
+    expect((await admin.req({ method: 'POST', url: '/auth/boost', json: { Intent: i3 } })).statusCode).toBe(
+      204,
+    );
+    expect((await w3.req({ url: '/users/me' })).statusCode).toBe(200);
+  });
+
+  it('administrators need IntegrityAdmin (3) for admin operations; the tenant can change it', async () => {
+    const e = email();
+    await makeUser(s, { email: e, password: PW, pin: '8642', admin: true });
+    const b = await signedIn(s, e, PW);
+    expect((await b.req({ url: '/users/me' })).statusCode).toBe(200);
+    const r = await b.req({ url: '/tenant' });
+    expect(r.statusCode).toBe(401);
+    expect(r.json()).toMatchObject({ RequiredLevel: 3, IntegrityLevel: 2 });
+    // PIN is the same kind as a password: still one factor.
+    await b.post('/auth/pin', { code: '8642' });
+    expect((await b.req({ url: '/tenant' })).statusCode).toBe(401);
+    const t = await s.req({ url: '/tenant' });
+    await s.req({
+      method: 'PUT',
+      url: '/tenant',
+      headers: { 'if-match': String(t.headers.etag) },
+      payload: { ...t.json(), IntegrityAdmin: 2 },
+    });
+    expect((await b.req({ url: '/tenant' })).statusCode).toBe(200);
+    const t2 = await s.req({ url: '/tenant' });
+    await s.req({
+      method: 'PUT',
+      url: '/tenant',
+      headers: { 'if-match': String(t2.headers.etag) },
+      payload: { ...t2.json(), IntegrityAdmin: 3 },
+    });
+  });
+
+  it('anonymous API requests get 401 with an intent; a disabled user loses the session', async () => {
+    const r = await new Browser(s).req({ url: '/users/me' });
+    expect(r.statusCode).toBe(401);
+    expect(r.headers['www-authenticate']).toMatch(/^Bearer/);
+    expect(r.json().Intent).toMatch(/^[\w-]+\.[\w-]+\.[\w-]+$/);
+    const e = email();
+    const id = await makeUser(s, { email: e, password: PW });
+    const b = await signedIn(s, e, PW);
+    const u = await s.req({ url: `/users/${id}` });
+    await s.req({
+      method: 'PUT',
+      url: `/users/${id}`,
+      headers: { 'if-match': String(u.headers.etag) },
+      payload: { ...u.json(), Disabled: true },
+    });
+    expect((await b.req({ url: '/users/me' })).statusCode).toBe(401);
+  });
+
+  it('regulation fails closed: when its store fails, even the right password is refused', async () => {
+    const e = email();
+    await makeUser(s, { email: e, password: PW });
+    const b = new Browser(s);
+    await b.post('/auth/email', { email: e });
+    await sql`ALTER TABLE auth_throttle RENAME TO auth_throttle_gone`.execute(s.db.kysely);
+    try {
+      const r = await b.post('/auth/password', { password: PW });
+      expect(r.statusCode).toBe(503);
+      expect((await b.post('/auth')).json().IntegrityLevel).toBe(1);
+    } finally {
+      await sql`ALTER TABLE auth_throttle_gone RENAME TO auth_throttle`.execute(s.db.kysely);
+    }
+    expect((await b.post('/auth/password', { password: PW })).statusCode).toBe(204);
+  });
+
+  it('per-address regulation: many users guessed from one address hit 429', async () => {
+    const ip = '10.9.9.9';
+    const statuses: number[] = [];
+    for (let i = 0; i < 8; i++) {
+      const e = email();
+      await makeUser(s, { email: e, password: PW });
+      const b = new Browser(s, { ip });
+      await b.post('/auth/email', { email: e });
+      for (let j = 0; j < 3; j++)
+        statuses.push((await b.post('/auth/password', { password: 'guess guess guess' })).statusCode);
+    }
+    expect(statuses.slice(0, 20).every((c) => c === 403)).toBe(true);
+    expect(statuses.slice(21)).toContain(429);
+  });
+});
