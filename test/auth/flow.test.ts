@@ -236,7 +236,7 @@ describe.each(backends())('sign-in flow endpoints on %s', (backend) => {
       method: 'PUT',
       url: '/tenant',
       headers: { 'if-match': String(tenant.headers.etag) },
-      payload: { ...tenant.json(), RequireActivationCode: true },
+      payload: { ...(tenant.json() as object), RequireActivationCode: true },
     });
     expect(put.statusCode).toBe(204);
     try {
@@ -274,7 +274,7 @@ describe.each(backends())('sign-in flow endpoints on %s', (backend) => {
         method: 'PUT',
         url: '/tenant',
         headers: { 'if-match': String(t.headers.etag) },
-        payload: { ...t.json(), RequireActivationCode: false },
+        payload: { ...(t.json() as object), RequireActivationCode: false },
       });
     }
   });

@@ -180,7 +180,7 @@ describe.each(backends())('sign-in security on %s', (backend) => {
       method: 'PUT',
       url: '/tenant',
       headers: { 'if-match': String(t.headers.etag) },
-      payload: { ...t.json(), IntegrityAdmin: 2 },
+      payload: { ...(t.json() as object), IntegrityAdmin: 2 },
     });
     expect((await b.req({ url: '/tenant' })).statusCode).toBe(200);
     const t2 = await s.req({ url: '/tenant' });
@@ -188,7 +188,7 @@ describe.each(backends())('sign-in security on %s', (backend) => {
       method: 'PUT',
       url: '/tenant',
       headers: { 'if-match': String(t2.headers.etag) },
-      payload: { ...t2.json(), IntegrityAdmin: 3 },
+      payload: { ...(t2.json() as object), IntegrityAdmin: 3 },
     });
   });
 
@@ -205,7 +205,7 @@ describe.each(backends())('sign-in security on %s', (backend) => {
       method: 'PUT',
       url: `/users/${id}`,
       headers: { 'if-match': String(u.headers.etag) },
-      payload: { ...u.json(), Disabled: true },
+      payload: { ...(u.json() as object), Disabled: true },
     });
     expect((await b.req({ url: '/users/me' })).statusCode).toBe(401);
   });
