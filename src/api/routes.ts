@@ -5,6 +5,7 @@ import { registerHealthRoutes } from './health.js';
 import { registerObjectRoutes } from './objects.js';
 import { registerUserRoutes } from './users.js';
 import { registerAuthRoutes } from '../auth/routes.js';
+import { registerEventRoutes } from '../events/routes.js';
 
 export type Registrar = (app: FastifyInstance, ctx: ServiceContext) => void | Promise<void>;
 
@@ -12,4 +13,4 @@ export type Registrar = (app: FastifyInstance, ctx: ServiceContext) => void | Pr
  * Every group of endpoints, registered in this order. Adding a feature = a file + one line here.
  * Routes default to requiring credentials; a route opts out with `config: { auth: 'none' | 'optional' }`.
  */
-export const registrars: Registrar[] = [registerHealthRoutes, registerUserRoutes, registerObjectRoutes, registerGroupRoutes, registerAuthRoutes];
+export const registrars: Registrar[] = [registerHealthRoutes, registerUserRoutes, registerObjectRoutes, registerGroupRoutes, registerAuthRoutes, registerEventRoutes];

@@ -1,0 +1,57 @@
+import fastifyWebsocket from '@fastify/websocket';
+import type { FastifyInstance } from 'fastify';
+import type { ServiceContext } from '../api/context.js';
+import { ApiError } from '../api/errors.js';
+import { principalOf } from '../api/objects.js';
+import { EventHub, MAX_MESSAGE_BYTES } from './hub.js';
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** The event stream hub: integrityChanged() and endStreams() for the sign-in code. */
+    events: EventHub;
+  }
+}
+
+/**
+ * GET /events (docs/events.md). The upgrade request goes through the normal Fastify pipeline
+ * (@fastify/websocket), so it is authenticated by the same onRequest hook as every route and is
+ * refused with our JSON error shape (401 without credentials) before any upgrade.
+ */
+export async function registerEventRoutes(app: FastifyInstance, ctx: ServiceContext) {
+  const hub = new EventHub(ctx);
+  app.decorate('events', hub);
+  // Before the plugin's own preClose (which closes sockets without a code): 1001 to every client.
+  app.addHook('preClose', async () => hub.shutdown());
+  app.addHook('onClose', async () => hub.close());
+  // An upgrade refused before the handshake (401, 404...) leaves a socket that no longer speaks
+  // HTTP: end it once the response is out, or a client could hold it open forever.
+  app.addHook('onResponse', async (req, reply) => {
+    if (reply.statusCode === 101 || !isUpgrade(req.headers)) return;
+    const socket = req.raw.socket;
+    if (!socket || socket.destroyed || typeof socket.end !== 'function') return;
+    socket.end();
+    setTimeout(() => socket.destroy(), 1000).unref();
+  });
+  await app.register(fastifyWebsocket, {
+    options: { maxPayload: MAX_MESSAGE_BYTES, perMessageDeflate: false },
+    errorHandler: (err, socket, req) => {
+      req.log.warn({ err }, 'event stream socket error');
+      socket.terminate();
+    },
+  });
+  app.route({
+    method: 'GET',
+    url: '/events',
+    handler: async () => {
+      throw new ApiError('UpgradeRequired', 'GET /events is a websocket: open it with a websocket client', {
+        headers: { Upgrade: 'websocket' },
+      });
+    },
+    wsHandler: async (socket, req) => {
+      await hub.accept(socket, principalOf(req), req);
+    },
+  });
+}
+
+const isUpgrade = (h: Record<string, string | string[] | undefined>) =>
+  typeof h.upgrade === 'string' && /(^|,)\s*upgrade\s*(,|$)/i.test(String(h.connection ?? ''));

@@ -1,0 +1,153 @@
+import pg from 'pg';
+import type { Logger } from 'pino';
+import { CHANGES_CHANNEL, type Change, type ObjectStore } from '../store/objects.js';
+
+export interface TailerOptions {
+  /** Safety-net poll of the change log, for a missed notification or another process on SQLite. */
+  pollIntervalMs: number;
+  /** Rows read per query. */
+  batchSize: number;
+}
+
+/**
+ * The one reader of the change log in this process. It keeps a position (the last sequence
+ * number delivered) and, whenever woken, reads every change after it in order and hands each
+ * batch to `deliver` synchronously, then advances. Wake-ups: the store's in-process 'commit'
+ * event, PostgreSQL NOTIFY on CHANGES_CHANNEL (writes of other processes), and a slow poll, so a
+ * lost notification only delays a change, never loses it.
+ *
+ * Subscribers that register between two deliveries receive every change after `position`;
+ * together with a snapshot taken at a sequence number >= position (src/events/snapshot.ts) that
+ * leaves no gap and, after dropping changes <= the snapshot's, no duplicate.
+ */
+export class ChangeTailer {
+  /** Every change up to here has been delivered. */
+  position = 0;
+  private started: Promise<void> | undefined;
+  private reading = false;
+  private again = false;
+  private closed = false;
+  private pollTimer: NodeJS.Timeout | undefined;
+  private listener: pg.Client | undefined;
+  private reconnectTimer: NodeJS.Timeout | undefined;
+  private reconnectDelay = 500;
+
+  constructor(
+    private readonly store: ObjectStore,
+    private readonly deliver: (changes: Change[]) => void,
+    /** True when nobody listens: the tailer then only moves its position, reading no rows. */
+    private readonly idle: () => boolean,
+    private readonly logger: Logger,
+    private readonly options: TailerOptions,
+  ) {}
+
+  /** Idempotent; resolves once the position is known and wake-ups are wired. */
+  start(): Promise<void> {
+    this.started ??= this.init();
+    return this.started;
+  }
+
+  private async init() {
+    this.position = await this.store.lastSeq();
+    this.store.commits.on('commit', this.wake);
+    this.pollTimer = setInterval(this.wake, this.options.pollIntervalMs);
+    this.pollTimer.unref();
+    if (this.store.db.dialect === 'postgres') await this.listen();
+  }
+
+  /** Changes the safety-net poll interval (tests; tuning). */
+  setPollInterval(ms: number) {
+    this.options.pollIntervalMs = ms;
+    if (this.pollTimer) {
+      clearInterval(this.pollTimer);
+      this.pollTimer = setInterval(this.wake, ms);
+      this.pollTimer.unref();
+    }
+  }
+
+  /** Reads the change log now (or right after the read in progress). */
+  readonly wake = () => {
+    if (this.closed) return;
+    if (this.reading) {
+      this.again = true;
+      return;
+    }
+    void this.drain();
+  };
+
+  private async drain() {
+    this.reading = true;
+    try {
+      do {
+        this.again = false;
+        if (this.idle()) {
+          const last = await this.store.lastSeq();
+          // Someone may have subscribed during the query: they need the rows, so read them.
+          if (this.idle()) {
+            this.position = Math.max(this.position, last);
+            continue;
+          }
+        }
+        for (;;) {
+          const batch = await this.store.changesSince(this.position, this.options.batchSize);
+          if (this.closed || batch.length === 0) break;
+          this.position = (batch[batch.length - 1] as Change).seq;
+          this.deliver(batch);
+          if (batch.length < this.options.batchSize) break;
+        }
+      } while (this.again && !this.closed);
+    } catch (err) {
+      // The next wake-up or poll retries from the same position.
+      if (!this.closed) this.logger.warn({ err }, 'event stream: reading the change log failed');
+    } finally {
+      this.reading = false;
+    }
+  }
+
+  /** A dedicated connection LISTENing for commits of every process sharing the database. */
+  private async listen() {
+    const pool = this.store.db.pool;
+    if (!pool || this.closed) return;
+    const client = new pg.Client(pool.options);
+    this.listener = client;
+    client.on('notification', this.wake);
+    client.on('error', (err) => {
+      if (!this.closed) this.logger.warn({ err }, 'event stream: LISTEN connection failed; reconnecting');
+      this.relisten(client);
+    });
+    client.on('end', () => this.relisten(client));
+    try {
+      await client.connect();
+      await client.query(`LISTEN ${CHANGES_CHANNEL}`);
+      this.reconnectDelay = 500;
+      // Notifications sent while not listening are lost: read once to pick up their changes.
+      this.wake();
+    } catch (err) {
+      if (!this.closed) this.logger.warn({ err }, 'event stream: cannot LISTEN; polling until it can');
+      this.relisten(client);
+    }
+  }
+
+  private relisten(client: pg.Client) {
+    if (this.closed || this.listener !== client || this.reconnectTimer) return;
+    this.listener = undefined;
+    client.removeAllListeners('notification');
+    client.end().catch(() => {});
+    this.reconnectTimer = setTimeout(() => {
+      this.reconnectTimer = undefined;
+      void this.listen();
+    }, this.reconnectDelay);
+    this.reconnectTimer.unref();
+    this.reconnectDelay = Math.min(this.reconnectDelay * 2, 30_000);
+  }
+
+  async close() {
+    this.closed = true;
+    this.store.commits.off('commit', this.wake);
+    clearInterval(this.pollTimer);
+    clearTimeout(this.reconnectTimer);
+    const l = this.listener;
+    this.listener = undefined;
+    if (l) await l.end().catch(() => {});
+  }
+}
