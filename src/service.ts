@@ -4,6 +4,7 @@ import pino, { type Logger } from 'pino';
 import { createServer } from './api/server.js';
 import type { ServiceConfig } from './config/index.js';
 import { parseListen } from './config/setting.js';
+import { startMetrics } from './metrics/collector.js';
 import { bootstrap, createApiKey } from './store/bootstrap.js';
 import { openDb } from './store/db.js';
 import { migrate } from './store/migrations.js';
@@ -56,6 +57,7 @@ export async function startService(
   const { cert, key } = config.server;
   if ((cert === '') !== (key === '')) throw new Error('server.cert and server.key must be set together');
   const https = cert ? { cert: readFileSync(cert), key: readFileSync(key) } : undefined;
+  const stopMetrics = startMetrics(store, logger);
   const app = await createServer({ store, db, logger, config, ...(https ? { https } : {}) });
   const { host, port } = parseListen(config.server.listen);
   await app.listen({ host, port });
@@ -69,6 +71,7 @@ export async function startService(
     url,
     async close() {
       await app.close();
+      await stopMetrics();
       await db.close();
     },
   };

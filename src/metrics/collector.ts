@@ -1,0 +1,61 @@
+import { sql } from 'kysely';
+import type { Logger } from 'pino';
+import { Metric } from '../objects/misc.js';
+import { objectTypes } from '../objects/registry.js';
+import type { ObjectStore } from '../store/objects.js';
+
+/** How often object counts are refreshed. */
+export const METRICS_INTERVAL_MS = 60_000;
+
+const metricId = (kind: string) => `objects.${kind.toLowerCase()}`;
+
+/**
+ * Keeps one Metric per object type, `objects.<type>`, holding how many objects of that type exist.
+ * A metric is rewritten only when its value changes, so idle services add nothing to the change
+ * log; several instances sharing a database converge on the same values.
+ */
+export async function collectObjectCounts(store: ObjectStore): Promise<void> {
+  const rows = await sql<{
+    type: string;
+    n: number | string;
+  }>`SELECT type, count(*) AS n FROM objects GROUP BY type`.execute(store.db.kysely);
+  const counts = new Map(rows.rows.map((r) => [r.type, Number(r.n)]));
+  for (const type of objectTypes) {
+    if (type.kind === Metric.kind) continue;
+    const value = counts.get(type.kind) ?? 0;
+    await store.systemPut(Metric, metricId(type.kind), (doc) =>
+      doc && doc.Value === value
+        ? { doc }
+        : {
+            doc: {
+              Name: metricId(type.kind),
+              Description: `Number of ${type.kind} objects`,
+              Value: value,
+              Unit: 'objects',
+              Time: new Date().toISOString(),
+            },
+          },
+    );
+  }
+}
+
+/** Runs the collector now and then periodically; returns a function that stops it. */
+export function startMetrics(
+  store: ObjectStore,
+  logger: Logger,
+  intervalMs = METRICS_INTERVAL_MS,
+): () => void {
+  let running: Promise<void> = Promise.resolve();
+  const run = () => {
+    running = collectObjectCounts(store).catch((err: unknown) =>
+      logger.warn({ err }, 'metrics collection failed'),
+    );
+  };
+  run();
+  const timer = setInterval(run, intervalMs);
+  timer.unref();
+  return async () => {
+    clearInterval(timer);
+    await running;
+  };
+}
