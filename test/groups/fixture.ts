@@ -10,7 +10,10 @@ export async function create(s: TestService, path: string, body: Record<string, 
 
 let n = 0;
 /** A user with an e-mail address and a user-scope key of their own. */
-export async function person(s: TestService, name: string): Promise<{ id: string; key: string; email: string }> {
+export async function person(
+  s: TestService,
+  name: string,
+): Promise<{ id: string; key: string; email: string }> {
   n++;
   const email = `${name.toLowerCase().replace(/[^a-z0-9]/g, '')}${n}@example.com`;
   const id = await create(s, 'users', { Email: email, Name: { FullName: name } });

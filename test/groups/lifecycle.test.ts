@@ -39,7 +39,13 @@ describe.each(backends())('group membership lifecycle on %s', (backend) => {
       UserID: alice.id,
       State: 'requested',
       Reason: 'on call this week',
-      LastChange: { Op: 'request', FromState: 'none', ByUserID: alice.id, Via: 'apikey', Reason: 'on call this week' },
+      LastChange: {
+        Op: 'request',
+        FromState: 'none',
+        ByUserID: alice.id,
+        Via: 'apikey',
+        Reason: 'on call this week',
+      },
     });
     expect(m1.RequestTime).not.toBe('0001-01-01T00:00:00Z');
     // She cannot approve or activate herself.
@@ -50,7 +56,11 @@ describe.each(backends())('group membership lifecycle on %s', (backend) => {
     expect(early.headers['x-membership-state']).toBe('requested');
     expect(early.json().Message).toContain('requested');
     // The approver approves, with a reason (form-encoded this time).
-    const ap = await op(s, 'approve', g, alice.id, { key: approver.key, reason: 'ok, ticket 42', form: true });
+    const ap = await op(s, 'approve', g, alice.id, {
+      key: approver.key,
+      reason: 'ok, ticket 42',
+      form: true,
+    });
     expect(ap.statusCode, ap.body).toBe(200);
     expect(ap.json()).toMatchObject({
       State: 'approved',
@@ -111,10 +121,24 @@ describe.each(backends())('group membership lifecycle on %s', (backend) => {
     expect(hist.statusCode).toBe(200);
     const versions = jsonLines(hist.body).map((l) => l.Item as Record<string, unknown>);
     const ops = versions.map((v) => (v.LastChange as { Op?: string } | undefined)?.Op ?? 'deleted');
-    expect(ops).toEqual(['request', 'approve', 'activate', 'use', 'reject', 'unreject', 'approve', 'remove', 'deleted']);
+    expect(ops).toEqual([
+      'request',
+      'approve',
+      'activate',
+      'use',
+      'reject',
+      'unreject',
+      'approve',
+      'remove',
+      'deleted',
+    ]);
     const removal = versions[7] as { State: string; LastChange: Record<string, string> };
     expect(removal.State).toBe('removed');
-    expect(removal.LastChange).toMatchObject({ ByUserID: approver.id, Reason: 'cleanup', FromState: 'approved' });
+    expect(removal.LastChange).toMatchObject({
+      ByUserID: approver.id,
+      Reason: 'cleanup',
+      FromState: 'approved',
+    });
   });
 
   it('adds at once when the group needs neither approval nor activation', async () => {
@@ -125,7 +149,11 @@ describe.each(backends())('group membership lifecycle on %s', (backend) => {
     // Added by an admin: active at once too, and the admin's decision is recorded as the approval.
     const byAdmin = await op(s, 'add', open, alice.id, { reason: 'team' });
     expect(byAdmin.statusCode).toBe(201);
-    expect(byAdmin.json()).toMatchObject({ State: 'active', Reason: 'team', Approval: { ByUserID: s.adminId } });
+    expect(byAdmin.json()).toMatchObject({
+      State: 'active',
+      Reason: 'team',
+      Approval: { ByUserID: s.adminId },
+    });
     // Adding an active member again is a forbidden transition.
     const dup = await op(s, 'add', open, alice.id);
     expect(dup.statusCode).toBe(409);
@@ -135,7 +163,11 @@ describe.each(backends())('group membership lifecycle on %s', (backend) => {
   });
 
   it('lets a decider add to an approval group: approved, then the member activates', async () => {
-    const g = await create(s, 'groups', { Name: 'needs-activation', RequiresApproval: true, RequiresActivation: true });
+    const g = await create(s, 'groups', {
+      Name: 'needs-activation',
+      RequiresApproval: true,
+      RequiresActivation: true,
+    });
     const add = await op(s, 'add', g, bob.id, { key: syncKey, reason: 'HR sync' });
     expect(add.statusCode).toBe(201);
     expect(add.json()).toMatchObject({ State: 'approved', Approval: { ByUserID: '', Reason: 'HR sync' } });
