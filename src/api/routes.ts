@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { registerGroupRoutes } from '../groups/routes.js';
+import { registerProxyBackchannel } from '../proxy/backchannel/routes.js';
 import type { ServiceContext } from './context.js';
 import { registerHealthRoutes } from './health.js';
 import { registerObjectRoutes } from './objects.js';
@@ -13,4 +14,4 @@ export type Registrar = (app: FastifyInstance, ctx: ServiceContext) => void | Pr
  * Every group of endpoints, registered in this order. Adding a feature = a file + one line here.
  * Routes default to requiring credentials; a route opts out with `config: { auth: 'none' | 'optional' }`.
  */
-export const registrars: Registrar[] = [registerHealthRoutes, registerUserRoutes, registerObjectRoutes, registerGroupRoutes, registerAuthRoutes, registerEventRoutes];
+export const registrars: Registrar[] = [registerHealthRoutes, registerUserRoutes, registerObjectRoutes, registerGroupRoutes, registerAuthRoutes, registerEventRoutes, registerProxyBackchannel];

@@ -4,6 +4,7 @@ import { ConfigError, loadServiceConfig, serverSection } from '../config/index.j
 import type { Setting } from '../config/setting.js';
 import { SCOPES } from '../objects/apikey.js';
 import { User } from '../objects/user.js';
+import { proxyFlagSettings, runProxyCommand } from '../proxy/cli.js';
 import { startService } from '../service.js';
 import { bootstrap, createApiKey } from '../store/bootstrap.js';
 import { openDb } from '../store/db.js';
@@ -87,6 +88,25 @@ program
       await db.close();
     }
   });
+
+settingFlags(
+  program
+    .command('proxy')
+    .description('Run the access proxy in front of an application')
+    .option(
+      '-c <path_prefix_setting=value>',
+      'path-prefix override, e.g. -c path_/static/_auth=none (repeatable)',
+      (v: string, prev: string[]) => [...prev, v],
+      [] as string[],
+    ),
+  proxyFlagSettings,
+).action(async (opts: Record<string, unknown>) => {
+  await runProxyCommand(
+    flagValues(opts, proxyFlagSettings),
+    typeof opts.config === 'string' ? opts.config : undefined,
+    (opts.c as string[] | undefined) ?? [],
+  );
+});
 
 const apikey = program.command('apikey').description('Manage API keys directly in the database');
 apikey

@@ -1,0 +1,40 @@
+import type { FastifyRequest } from 'fastify';
+import type { ServiceContext } from '../../api/context.js';
+import type { AccessCheckResponse } from '../protocol.js';
+
+/** A service session as the proxy back channel needs it. */
+export interface ProxySession {
+  sessionId: string;
+  userId: string;
+  integrityLevel: number;
+  expires: Date;
+}
+
+/** What the back channel needs from the sign-in part of the service. */
+export interface SessionsPort {
+  /** The signed-in session of a browser request made to the service, if any. */
+  current(req: FastifyRequest, ctx: ServiceContext): Promise<ProxySession | undefined>;
+  /** A live session by its ID, if it still exists. */
+  byId(ctx: ServiceContext, sessionId: string): Promise<ProxySession | undefined>;
+  /** The sign-in page URL that comes back to `next` (an absolute URL on this service) when done. */
+  signinPage(ctx: ServiceContext, next: string): Promise<string>;
+}
+
+/** What the back channel needs from the groups part of the service. */
+export interface MembershipsPort {
+  check(
+    ctx: ServiceContext,
+    userId: string,
+    groups: readonly string[],
+    op: 'and' | 'or',
+    opts: { next?: string; integrityLevel?: number },
+  ): Promise<AccessCheckResponse>;
+  /** Records that the user used the membership (POST /groups/:id/members/:user/use). */
+  markUsed(ctx: ServiceContext, groupId: string, userId: string): Promise<void>;
+}
+
+/**
+ * The ports are wired once at start-up (see adapters.ts); until they are, the endpoints that
+ * need them answer 503 saying what is missing rather than guessing.
+ */
+export const ports: { sessions?: SessionsPort; memberships?: MembershipsPort } = {};

@@ -1,0 +1,307 @@
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { ServiceContext } from '../../api/context.js';
+import { ApiError } from '../../api/errors.js';
+import { authenticateApiKey, userUsable } from '../../auth/apikeys.js';
+import { hasAnyScope } from '../../auth/permissions.js';
+import { APIKey } from '../../objects/apikey.js';
+import { App } from '../../objects/app.js';
+import { normalizeTimestamp, timestampMs } from '../../objects/fields.js';
+import { RemoteAgent, VirtualHost } from '../../objects/misc.js';
+import { User } from '../../objects/user.js';
+import { parseListQuery } from '../../store/listquery.js';
+import type { StoredObject } from '../../store/objects.js';
+import {
+  type AccessCheckRequest,
+  BACKCHANNEL,
+  PROXY_PATHS,
+  PROXY_TOKEN_PATTERN,
+  type RegisterRequest,
+  type RegisterResponse,
+  type WireIdentity,
+} from '../protocol.js';
+import { type ProxySession, ports } from './hooks.js';
+
+const sha256 = (s: string) => createHash('sha256').update(s).digest('base64url');
+
+/** A one-time sign-in code lives this long (the browser is redirected at once). */
+export const CODE_TTL_MS = 60_000;
+const MAX_CODES = 10_000;
+
+interface PendingCode {
+  appId: string;
+  sessionId: string;
+  until: number;
+}
+
+/**
+ * One-time codes of the proxy sign-in handshake, by SHA-256. Kept in this process: with several
+ * service instances behind a balancer, the exchange must reach the instance that issued the code
+ * (sticky sessions) or the handshake restarts.
+ */
+const codes = new Map<string, PendingCode>();
+
+function sweepCodes(now: number) {
+  for (const [k, v] of codes) if (v.until <= now) codes.delete(k);
+}
+
+/** Checks `Authorization: Bearer <auth.token>` and returns the App the proxy is tied to. */
+async function proxyApp(req: FastifyRequest, ctx: ServiceContext): Promise<StoredObject> {
+  const refuse = (why: string) =>
+    new ApiError('Unauthenticated', why, {
+      headers: { 'WWW-Authenticate': 'Bearer realm="gatehouse-proxy"' },
+    });
+  const m = /^Bearer\s+(\S+)\s*$/i.exec(String(req.headers.authorization ?? ''));
+  const token = m?.[1] ?? '';
+  const t = PROXY_TOKEN_PATTERN.exec(token);
+  if (!t) throw refuse('send the proxy token (auth.token) as "Authorization: Bearer <token>"');
+  const appId = t[1] as string;
+  const app = await ctx.store.get(App, appId);
+  const stored = Buffer.from(
+    String(app ? ((await ctx.store.getSecret(App, appId)).ProxyTokenHash ?? '') : ''),
+  );
+  const given = Buffer.from(sha256(token));
+  if (!app || stored.length !== given.length || !timingSafeEqual(stored, given))
+    throw refuse('the proxy token is not valid (revoked, replaced, or its App was deleted)');
+  return app;
+}
+
+async function identityOf(
+  ctx: ServiceContext,
+  userId: string,
+  expires?: Date,
+  sessionId?: string,
+): Promise<WireIdentity> {
+  const user = await ctx.store.get(User, userId);
+  if (!user || !userUsable(user.doc))
+    throw new ApiError('Forbidden', 'the user is disabled, suspended or deleted');
+  const d = user.doc;
+  const id: WireIdentity = {
+    UserID: user.id,
+    UserName: String(d.UserName ?? ''),
+    Email: String(d.Email ?? ''),
+    FullName: String((d.Name as { FullName?: string } | undefined)?.FullName ?? ''),
+  };
+  if (sessionId) id.SessionID = sessionId;
+  if (expires && Number.isFinite(expires.getTime())) id.Expires = expires.toISOString();
+  return id;
+}
+
+function body<T>(req: FastifyRequest, fields: Partial<Record<keyof T & string, 'string' | 'strings'>>): T {
+  const b = req.body as Record<string, unknown> | undefined;
+  if (!b || typeof b !== 'object') throw new ApiError('InvalidJSON', 'the body must be a JSON object');
+  for (const [k, kind] of Object.entries(fields)) {
+    const v = b[k];
+    const ok =
+      kind === 'string'
+        ? typeof v === 'string' && v.length <= 4096
+        : Array.isArray(v) && v.length <= 64 && v.every((x) => typeof x === 'string');
+    if (!ok)
+      throw new ApiError(
+        'InvalidField',
+        `${k} must be ${kind === 'string' ? 'a string' : 'a list of strings'}`,
+        { field: k },
+      );
+  }
+  return b as T;
+}
+
+const needSessions = () => {
+  if (!ports.sessions) throw new ApiError('Unavailable', 'sessions are not available in this service build');
+  return ports.sessions;
+};
+
+/** Origins a proxy of this App may receive sign-in codes at: App.URL, App.AllowedOrigins, its VirtualHosts. */
+async function appOrigins(ctx: ServiceContext, app: StoredObject): Promise<Set<string>> {
+  const out = new Set<string>();
+  const add = (u: string) => {
+    try {
+      out.add(new URL(u).origin);
+    } catch {
+      // not a URL: ignore
+    }
+  };
+  if (app.doc.URL) add(String(app.doc.URL));
+  for (const o of (app.doc.AllowedOrigins as string[] | undefined) ?? []) add(o);
+  for (const name of await appHosts(ctx, app.id)) add(`https://${name}`);
+  return out;
+}
+
+async function appHosts(ctx: ServiceContext, appId: string): Promise<string[]> {
+  const page = await ctx.store.list(
+    VirtualHost,
+    parseListQuery(VirtualHost, { filter: `AppID = ${JSON.stringify(appId)}` }),
+  );
+  const names: string[] = [];
+  for await (const chunk of page.chunks)
+    for (const line of chunk.split('\n'))
+      if (line) names.push(String((JSON.parse(line) as { ID: string }).ID));
+  return names;
+}
+
+const REMOTE_AGENT_ID = (appId: string, name: string) =>
+  createHash('sha256').update(`${appId}\n${name}`).digest('hex').slice(0, 14);
+
+/**
+ * The service side of the proxy back channel, plus POST /apps/:id/proxytoken. Every /proxy/v1
+ * call except the browser-facing /signin is authenticated with the proxy token.
+ */
+export function registerProxyBackchannel(app: FastifyInstance, ctx: ServiceContext) {
+  // Admin: issue (or replace) the token tying a proxy to this App. Shown once; only its hash is kept.
+  app.post('/apps/:id/proxytoken', async (req, reply) => {
+    const p = req.principal;
+    if (!p || !hasAnyScope(p, []))
+      throw new ApiError('Forbidden', 'only an administrator may issue proxy tokens');
+    const { id } = req.params as { id: string };
+    if (!(await ctx.store.get(App, id))) throw new ApiError('NotFound', `App ${id} does not exist`);
+    const token = `gp.${id}.${randomBytes(32).toString('base64url')}`;
+    const saved = await ctx.store.systemPut(App, id, (doc, secret) =>
+      doc
+        ? { doc: { ...doc, HaveProxyToken: true }, secret: { ...secret, ProxyTokenHash: sha256(token) } }
+        : null,
+    );
+    if (!saved) throw new ApiError('NotFound', `App ${id} does not exist`);
+    reply.header('Cache-Control', 'no-store');
+    return reply
+      .code(201)
+      .type('application/json')
+      .send(JSON.stringify({ AppID: id, Token: token }));
+  });
+
+  const open = { config: { auth: 'none' as const } };
+
+  app.post(`${BACKCHANNEL}/register`, open, async (req) => {
+    const a = await proxyApp(req, ctx);
+    const b = body<RegisterRequest>(req, { Name: 'string', Version: 'string', Address: 'string' });
+    const name = b.Name.slice(0, 256) || 'proxy';
+    const agentId = REMOTE_AGENT_ID(a.id, name);
+    await ctx.store.systemPut(RemoteAgent, agentId, () => ({
+      doc: {
+        Name: name,
+        Kind: 'proxy',
+        Version: b.Version.slice(0, 64),
+        Address: b.Address.slice(0, 512),
+        AppID: a.id,
+        LastSeen: normalizeTimestamp(new Date().toISOString()),
+      },
+    }));
+    const out: RegisterResponse = {
+      AppID: a.id,
+      AppName: String(a.doc.Name ?? ''),
+      RemoteAgentID: agentId,
+      VirtualHosts: await appHosts(ctx, a.id),
+    };
+    return out;
+  });
+
+  app.post(`${BACKCHANNEL}/apikey`, open, async (req) => {
+    await proxyApp(req, ctx);
+    const { Key } = body<{ Key: string }>(req, { Key: 'string' });
+    let principal: Awaited<ReturnType<typeof authenticateApiKey>>;
+    try {
+      principal = await authenticateApiKey(ctx.store, Key);
+    } catch (e) {
+      // 401 on this channel means "your proxy token is bad"; a bad user key is a 403.
+      if (e instanceof ApiError && e.status === 401) throw new ApiError('Forbidden', e.message);
+      throw e;
+    }
+    if (!principal.scopes.has('user') && !principal.scopes.has('admin'))
+      throw new ApiError('Forbidden', 'the API key needs scope user or admin to be used through the proxy');
+    if (principal.userId === '') throw new ApiError('Forbidden', 'the API key acts for no user');
+    const key = await ctx.store.get(APIKey, principal.keyId as string);
+    const exp = timestampMs(String(key?.doc.ExpireTime ?? ''));
+    return identityOf(ctx, principal.userId, Number.isFinite(exp) ? new Date(exp) : undefined);
+  });
+
+  app.post(`${BACKCHANNEL}/session/exchange`, open, async (req) => {
+    const a = await proxyApp(req, ctx);
+    const { Code } = body<{ Code: string }>(req, { Code: 'string' });
+    const key = sha256(Code);
+    const pending = codes.get(key);
+    codes.delete(key); // single use, whatever the outcome
+    if (!pending || pending.until <= Date.now() || pending.appId !== a.id)
+      throw new ApiError('Forbidden', 'the sign-in code is invalid, expired or already used');
+    const s = await needSessions().byId(ctx, pending.sessionId);
+    if (!s) throw new ApiError('Forbidden', 'the session has ended');
+    return identityOf(ctx, s.userId, s.expires, s.sessionId);
+  });
+
+  app.post(`${BACKCHANNEL}/session/check`, open, async (req) => {
+    await proxyApp(req, ctx);
+    const { SessionID } = body<{ SessionID: string }>(req, { SessionID: 'string' });
+    const s = SessionID ? await needSessions().byId(ctx, SessionID) : undefined;
+    if (!s || s.userId === '') throw new ApiError('Forbidden', 'the session has ended');
+    return identityOf(ctx, s.userId, s.expires, s.sessionId);
+  });
+
+  app.post(`${BACKCHANNEL}/accesscheck`, open, async (req) => {
+    await proxyApp(req, ctx);
+    const b = body<AccessCheckRequest>(req, {
+      UserID: 'string',
+      Groups: 'strings',
+      Op: 'string',
+      Next: 'string',
+    });
+    if (b.Op !== 'and' && b.Op !== 'or')
+      throw new ApiError('InvalidField', 'Op must be and or or', { field: 'Op' });
+    const m = ports.memberships;
+    if (!m) throw new ApiError('Unavailable', 'group memberships are not available in this service build');
+    let level: number | undefined;
+    const sid = (req.body as { SessionID?: unknown }).SessionID;
+    if (typeof sid === 'string' && sid !== '' && ports.sessions) {
+      const s: ProxySession | undefined = await ports.sessions.byId(ctx, sid);
+      if (s && s.userId === b.UserID) level = s.integrityLevel;
+    }
+    const r = await m.check(ctx, b.UserID, b.Groups, b.Op, { next: b.Next, integrityLevel: level });
+    for (const e of r.Results) if (e.StatusCode === 200) await m.markUsed(ctx, e.GroupID, b.UserID);
+    return r;
+  });
+
+  // Browser: the proxy sent it here to sign in. Signed in at the service: back to the proxy with a
+  // one-time code. Not signed in: to the sign-in pages first, which return here.
+  app.get(`${BACKCHANNEL}/signin`, open, async (req: FastifyRequest, reply: FastifyReply) => {
+    const q = req.query as Record<string, unknown>;
+    const appId = typeof q.app === 'string' ? q.app : '';
+    const state = typeof q.state === 'string' ? q.state : '';
+    const ret = typeof q.return === 'string' ? q.return : '';
+    if (!/^[A-Za-z0-9_-]{16,128}$/.test(state))
+      throw new ApiError('BadRequest', 'state is missing or malformed', { field: 'state' });
+    const a = /^[a-z0-9]{1,64}$/.test(appId) ? await ctx.store.get(App, appId) : undefined;
+    if (a?.doc.HaveProxyToken !== true)
+      throw new ApiError('BadRequest', 'app does not name an App with a proxy', { field: 'app' });
+    let target: URL;
+    try {
+      target = new URL(ret);
+    } catch {
+      throw new ApiError('BadRequest', 'return must be the proxy callback URL', { field: 'return' });
+    }
+    if (
+      (target.protocol !== 'https:' && target.protocol !== 'http:') ||
+      target.pathname !== PROXY_PATHS.callback ||
+      target.search !== '' ||
+      target.username !== '' ||
+      !(await appOrigins(ctx, a)).has(target.origin)
+    )
+      throw new ApiError(
+        'BadRequest',
+        `return must be <origin>${PROXY_PATHS.callback} on an origin of the App (its URL, AllowedOrigins or VirtualHosts)`,
+        { field: 'return' },
+      );
+    const sessions = needSessions();
+    const s = await sessions.current(req, ctx);
+    reply.header('Cache-Control', 'no-store');
+    if (!s || s.userId === '') {
+      const here = `${req.protocol}://${req.host}${req.url}`;
+      return reply.redirect(await sessions.signinPage(ctx, here), 302);
+    }
+    const now = Date.now();
+    if (codes.size >= MAX_CODES) sweepCodes(now);
+    if (codes.size >= MAX_CODES)
+      throw new ApiError('TooManyRequests', 'too many sign-ins in progress; try again shortly');
+    const code = randomBytes(32).toString('base64url');
+    codes.set(sha256(code), { appId: a.id, sessionId: s.sessionId, until: now + CODE_TTL_MS });
+    target.searchParams.set('code', code);
+    target.searchParams.set('state', state);
+    return reply.redirect(target.toString(), 302);
+  });
+}

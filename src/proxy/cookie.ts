@@ -1,0 +1,168 @@
+import { createPrivateKey, createPublicKey, generateKeyPairSync, type KeyObject } from 'node:crypto';
+import { existsSync, readFileSync } from 'node:fs';
+import { errors as joseErrors, jwtVerify, SignJWT } from 'jose';
+import type { WireIdentity } from './protocol.js';
+
+export const COOKIE_NAME = 'gatehouse_proxy';
+export const STATE_COOKIE = 'gatehouse_proxy_state';
+/** Lifetime of the signed session proof; after it, the session is re-validated at the service. */
+export const COOKIE_TTL_S = 300;
+const ISSUER = 'gatehouse-proxy';
+const MAX_CACHED = 20_000;
+
+/** Loads proxy.cookiekey (PEM text, or a file holding it), or generates a P-256 key when unset. */
+export function loadCookieKey(setting: string): { key: KeyObject; generated: boolean } {
+  if (setting === '') {
+    const { privateKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+    return { key: privateKey, generated: true };
+  }
+  let pem = setting;
+  if (!setting.includes('-----BEGIN')) {
+    if (!existsSync(setting))
+      throw new Error('is neither a PEM private key nor the path of a file holding one');
+    pem = readFileSync(setting, 'utf8');
+  }
+  let key: KeyObject;
+  try {
+    key = createPrivateKey(pem);
+  } catch {
+    throw new Error('is not a readable PEM private key');
+  }
+  if (key.asymmetricKeyType !== 'ec' || key.asymmetricKeyDetails?.namedCurve !== 'prime256v1')
+    throw new Error('must be an ECDSA private key on curve P-256');
+  return { key, generated: false };
+}
+
+export interface SessionProof {
+  identity: WireIdentity;
+  /** When the signed proof expires (ms). */
+  exp: number;
+}
+
+export type VerifyResult =
+  | { ok: true; proof: SessionProof }
+  /** Signature good but the proof is past its lifetime: re-validate SessionID at the service. */
+  | { ok: false; expired: true; sessionId: string }
+  | { ok: false; expired: false };
+
+/**
+ * Signs and verifies the proxy's session cookie: an ES256 JWT holding the user's identity and the
+ * service session it stands for. Verified cookies are remembered until they expire, so the common
+ * request costs one Map lookup.
+ */
+export class CookieSigner {
+  private readonly publicKey: KeyObject;
+  private readonly cache = new Map<string, SessionProof>();
+
+  constructor(
+    private readonly privateKey: KeyObject,
+    private readonly audience: string,
+    readonly ttlS = COOKIE_TTL_S,
+  ) {
+    this.publicKey = createPublicKey(privateKey);
+  }
+
+  async sign(identity: WireIdentity): Promise<string> {
+    const claims: Record<string, unknown> = {
+      sid: identity.SessionID,
+      email: identity.Email,
+      un: identity.UserName,
+      name: identity.FullName,
+    };
+    if (identity.Expires) claims.sexp = Math.floor(Date.parse(identity.Expires) / 1000);
+    const now = Math.floor(Date.now() / 1000);
+    let exp = now + this.ttlS;
+    if (typeof claims.sexp === 'number') exp = Math.min(exp, claims.sexp);
+    return new SignJWT(claims)
+      .setProtectedHeader({ alg: 'ES256' })
+      .setIssuer(ISSUER)
+      .setAudience(this.audience)
+      .setSubject(identity.UserID)
+      .setIssuedAt(now)
+      .setExpirationTime(exp)
+      .sign(this.privateKey);
+  }
+
+  async verify(token: string): Promise<VerifyResult> {
+    const now = Date.now();
+    const hit = this.cache.get(token);
+    if (hit) {
+      if (hit.exp > now) return { ok: true, proof: hit };
+      this.cache.delete(token);
+      return { ok: false, expired: true, sessionId: hit.identity.SessionID ?? '' };
+    }
+    try {
+      const { payload } = await jwtVerify(token, this.publicKey, {
+        algorithms: ['ES256'],
+        issuer: ISSUER,
+        audience: this.audience,
+        requiredClaims: ['exp', 'sub', 'sid'],
+      });
+      const proof = { identity: toIdentity(payload), exp: (payload.exp as number) * 1000 };
+      if (this.cache.size >= MAX_CACHED) {
+        const oldest = this.cache.keys().next().value;
+        if (oldest !== undefined) this.cache.delete(oldest);
+      }
+      this.cache.set(token, proof);
+      return { ok: true, proof };
+    } catch (e) {
+      // Only a well-signed proof that merely expired may be renewed; jose checks the signature first.
+      if (
+        e instanceof joseErrors.JWTExpired &&
+        e.payload.iss === ISSUER &&
+        e.payload.aud === this.audience &&
+        typeof e.payload.sid === 'string' &&
+        e.payload.sid !== ''
+      )
+        return { ok: false, expired: true, sessionId: e.payload.sid };
+      return { ok: false, expired: false };
+    }
+  }
+}
+
+function toIdentity(p: Record<string, unknown>): WireIdentity {
+  const id: WireIdentity = {
+    UserID: String(p.sub ?? ''),
+    UserName: String(p.un ?? ''),
+    Email: String(p.email ?? ''),
+    FullName: String(p.name ?? ''),
+    SessionID: String(p.sid ?? ''),
+  };
+  if (typeof p.sexp === 'number') id.Expires = new Date(p.sexp * 1000).toISOString();
+  return id;
+}
+
+/** The value of one cookie in a Cookie header, or undefined. */
+export function readCookie(header: string | undefined, name: string): string | undefined {
+  if (!header) return undefined;
+  for (const part of header.split(';')) {
+    const eq = part.indexOf('=');
+    if (eq < 0) continue;
+    if (part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim();
+  }
+  return undefined;
+}
+
+/** The Cookie header without the proxy's own cookies (they are never forwarded), or undefined when empty. */
+export function stripOwnCookies(header: string | undefined): string | undefined {
+  if (!header?.includes('gatehouse_proxy')) return header;
+  const kept = header
+    .split(';')
+    .map((p) => p.trim())
+    .filter((p) => {
+      const name = p.slice(0, Math.max(0, p.indexOf('='))).trim();
+      return p !== '' && name !== COOKIE_NAME && name !== STATE_COOKIE;
+    });
+  return kept.length ? kept.join('; ') : undefined;
+}
+
+export function cookieHeader(
+  name: string,
+  value: string,
+  opts: { maxAge: number; secure: boolean; domain: string; path?: string },
+): string {
+  let c = `${name}=${value}; Path=${opts.path ?? '/'}; Max-Age=${opts.maxAge}; HttpOnly; SameSite=Lax`;
+  if (opts.secure) c += '; Secure';
+  if (opts.domain) c += `; Domain=${opts.domain}`;
+  return c;
+}

@@ -1,0 +1,100 @@
+import { createHash } from 'node:crypto';
+import { API_KEY_PATTERN } from '../objects/apikey.js';
+import type { AuthBackend } from './backend.js';
+import { BackendError } from './backend.js';
+import type { WireIdentity } from './protocol.js';
+
+/**
+ * What the Authorization header holds, for the proxy: one of our API keys (Bearer, or HTTP Basic
+ * with the key as user name and a blank password, or as the password), something else
+ * ("foreign": meant for the upstream), or nothing.
+ */
+export type Presented = { kind: 'key'; key: string } | { kind: 'foreign' } | { kind: 'none' };
+
+export function presentedCredential(authorization: string | undefined): Presented {
+  if (authorization === undefined || authorization === '') return { kind: 'none' };
+  const bearer = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
+  if (bearer) {
+    const token = bearer[1] as string;
+    return API_KEY_PATTERN.test(token) ? { kind: 'key', key: token } : { kind: 'foreign' };
+  }
+  const basic = /^Basic\s+([A-Za-z0-9+/=]+)\s*$/i.exec(authorization);
+  if (basic) {
+    const text = Buffer.from(basic[1] as string, 'base64').toString('utf8');
+    const colon = text.indexOf(':');
+    const user = colon < 0 ? text : text.slice(0, colon);
+    const pass = colon < 0 ? '' : text.slice(colon + 1);
+    if (API_KEY_PATTERN.test(user) && pass === '') return { kind: 'key', key: user };
+    if (API_KEY_PATTERN.test(pass)) return { kind: 'key', key: pass };
+  }
+  return { kind: 'foreign' };
+}
+
+interface Entry {
+  identity?: WireIdentity;
+  error?: BackendError;
+  until: number;
+}
+
+/** How long an API key's validation is reused: a revoked key keeps working at most this long. */
+export const KEY_CACHE_MS = 30_000;
+/** How long a refused key stays refused without asking the service again. */
+export const KEY_NEGATIVE_CACHE_MS = 5_000;
+const MAX_ENTRIES = 10_000;
+
+/**
+ * Validates API keys over the back channel and remembers the answer briefly. Keys are held by
+ * their SHA-256 only. Concurrent first requests with the same key share one service call.
+ */
+export class ApiKeyCache {
+  private readonly entries = new Map<string, Entry>();
+  private readonly pending = new Map<string, Promise<WireIdentity>>();
+
+  constructor(
+    private readonly backend: () => AuthBackend,
+    private readonly ttlMs = KEY_CACHE_MS,
+    private readonly negativeTtlMs = KEY_NEGATIVE_CACHE_MS,
+  ) {}
+
+  async identify(key: string): Promise<WireIdentity> {
+    const id = createHash('sha256').update(key).digest('base64url');
+    const now = Date.now();
+    const hit = this.entries.get(id);
+    if (hit && hit.until > now) {
+      if (hit.error) throw hit.error;
+      return hit.identity as WireIdentity;
+    }
+    const inflight = this.pending.get(id);
+    if (inflight) return inflight;
+    const p = this.backend()
+      .apiKey(key)
+      .then(
+        (identity) => {
+          const expires = identity.Expires ? Date.parse(identity.Expires) : Number.POSITIVE_INFINITY;
+          this.put(id, { identity, until: Math.min(Date.now() + this.ttlMs, expires) });
+          return identity;
+        },
+        (e: unknown) => {
+          if (e instanceof BackendError && e.refused && !e.proxyRejected)
+            this.put(id, { error: e, until: Date.now() + this.negativeTtlMs });
+          throw e;
+        },
+      )
+      .finally(() => this.pending.delete(id));
+    this.pending.set(id, p);
+    return p;
+  }
+
+  private put(id: string, e: Entry) {
+    if (this.entries.size >= MAX_ENTRIES) {
+      const oldest = this.entries.keys().next().value;
+      if (oldest !== undefined) this.entries.delete(oldest);
+    }
+    this.entries.delete(id);
+    this.entries.set(id, e);
+  }
+
+  clear() {
+    this.entries.clear();
+  }
+}

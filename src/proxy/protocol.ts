@@ -1,0 +1,77 @@
+/**
+ * The back channel between `gatehouse proxy` and the service: JSON over HTTP(S) to auth.server,
+ * every call authenticated with the proxy's auth.token as `Authorization: Bearer <token>`.
+ * Both sides import these shapes, so they cannot drift apart.
+ */
+export const BACKCHANNEL = '/proxy/v1';
+
+/** Paths the proxy answers itself; every other path is forwarded to an upstream. */
+export const PROXY_PATHS = {
+  base: '/.gatehouse/',
+  callback: '/.gatehouse/callback',
+  signin: '/.gatehouse/signin',
+  accessCheck: '/.gatehouse/access-check/',
+} as const;
+
+/** The user a request is forwarded for, as the service describes it. */
+export interface WireIdentity {
+  UserID: string;
+  UserName: string;
+  Email: string;
+  FullName: string;
+  /** Service session behind a cookie; absent for API keys. */
+  SessionID?: string;
+  /** RFC 3339; when the session (or key) stops being valid; absent when it never expires. */
+  Expires?: string;
+}
+
+export interface RegisterRequest {
+  Name: string;
+  Version: string;
+  /** Public origin of the proxy when known (proxy.name or the first request's host). */
+  Address: string;
+}
+
+export interface RegisterResponse {
+  AppID: string;
+  AppName: string;
+  RemoteAgentID: string;
+  /** Host names the proxy may obtain certificates for: the App's VirtualHost names. */
+  VirtualHosts: string[];
+}
+
+export interface ApiKeyRequest {
+  Key: string;
+}
+
+export interface CodeRequest {
+  Code: string;
+}
+
+export interface SessionCheckRequest {
+  SessionID: string;
+}
+
+export interface AccessCheckRequest {
+  UserID: string;
+  Groups: string[];
+  Op: 'and' | 'or';
+  Next: string;
+  /** The service session behind the request, when it came with a cookie (its integrity level counts). */
+  SessionID?: string;
+}
+
+export interface AccessCheckEntry {
+  GroupID: string;
+  StatusCode: number;
+  Location?: string;
+}
+
+export interface AccessCheckResponse {
+  Satisfied: boolean;
+  Location?: string;
+  Results: AccessCheckEntry[];
+}
+
+/** Proxy token format: "gp." + App ID + "." + 43 characters of base64url (256 random bits). */
+export const PROXY_TOKEN_PATTERN = /^gp\.([a-z0-9]{1,64})\.([A-Za-z0-9_-]{43})$/;

@@ -1,0 +1,206 @@
+import http from 'node:http';
+import https from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { hostname } from 'node:os';
+import type { Logger } from 'pino';
+import { ConfigError } from '../config/load.js';
+import { loadProxyConfig, type ProxyConfig, type ProxyConfigSources } from '../config/proxy.js';
+import { parseListen } from '../config/setting.js';
+import { type AuthBackend, BackendError, HttpAuthBackend } from './backend.js';
+import { loadCookieKey } from './cookie.js';
+import { AccessProxy } from './server.js';
+import { TlsManager } from './tls.js';
+
+export const PROXY_VERSION = '0.1.0';
+/** The proxy reports itself (RemoteAgent.LastSeen) this often. */
+const HEARTBEAT_MS = 5 * 60_000;
+
+export interface RunningProxy {
+  proxy: AccessProxy;
+  /** http(s)://host:port of the main listener. */
+  url: string;
+  port: number;
+  redirectPort: number | undefined;
+  tls: TlsManager | undefined;
+  /** Re-reads the settings (SIGHUP): all or nothing; returns the error when the new ones are bad. */
+  reload(): Error | undefined;
+  close(): Promise<void>;
+}
+
+export interface StartProxyOptions {
+  logger: Logger;
+  /** Where settings come from, kept for reloads. */
+  sources?: ProxyConfigSources;
+  /** For tests: a back channel other than HTTP to auth.server. */
+  backend?: AuthBackend;
+  upstreamTimeoutMs?: number;
+  cookieTtlS?: number;
+  /** Skip the start-up registration (tests that have no service). */
+  register?: boolean;
+}
+
+/** Settings that only take effect at start; a reload that changes them logs that a restart is needed. */
+const RESTART_KEYS: [keyof ProxyConfig, string][] = [
+  ['proxy', 'listen'],
+  ['proxy', 'tls'],
+  ['proxy', 'cert'],
+  ['proxy', 'key'],
+  ['proxy', 'cookiekey'],
+  ['auth', 'token'],
+  ['auth', 'server'],
+  ['redirect', 'listen'],
+  ['acme', 'server'],
+  ['acme', 'email'],
+  ['acme', 'dir'],
+  ['acme', 'cacert'],
+];
+
+export async function startProxy(config: ProxyConfig, opts: StartProxyOptions): Promise<RunningProxy> {
+  const log = opts.logger;
+  let cookieKey: ReturnType<typeof loadCookieKey>;
+  try {
+    cookieKey = loadCookieKey(config.proxy.cookiekey);
+  } catch (e) {
+    throw new ConfigError('proxy.cookiekey', (e as Error).message);
+  }
+  if (cookieKey.generated)
+    log.warn('proxy.cookiekey is unset: generated a key; session cookies will not survive a restart');
+  const tlsManager = config.proxy.tls ? await TlsManager.create(config, log) : undefined;
+  const backend = opts.backend ?? new HttpAuthBackend(config.auth.server, config.auth.token);
+  const proxy = new AccessProxy({
+    config,
+    backend,
+    logger: log,
+    cookieKey: cookieKey.key,
+    secure: config.proxy.tls,
+    upstreamTimeoutMs: opts.upstreamTimeoutMs,
+    cookieTtlS: opts.cookieTtlS,
+  });
+  if (proxy.tokenProblem) log.error({ reason: proxy.tokenProblem }, 'the proxy cannot authenticate users');
+
+  const server = tlsManager
+    ? https.createServer({ ...tlsManager.serverOptions() }, proxy.handler)
+    : http.createServer(proxy.handler);
+  server.keepAliveTimeout = 65_000;
+  server.requestTimeout = 0; // long uploads and streams are the application's business
+  server.headersTimeout = 30_000;
+  server.on('upgrade', proxy.upgrade);
+  server.on('clientError', (_err, socket) => {
+    if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\n\r\n');
+    else socket.destroy();
+  });
+
+  const main = parseListen(config.proxy.listen);
+  await listen(server, main.host, main.port);
+  const port = (server.address() as AddressInfo).port;
+  const host = main.host.includes(':') ? `[${main.host}]` : main.host;
+  const url = `${config.proxy.tls ? 'https' : 'http'}://${host}:${port}`;
+
+  let redirect: http.Server | undefined;
+  if (tlsManager && config.redirect.listen !== 'off') {
+    redirect = http.createServer(tlsManager.redirectHandler(port));
+    const r = parseListen(config.redirect.listen);
+    await listen(redirect, r.host, r.port);
+  }
+  if (tlsManager) {
+    proxy.onFirstHost = (name) => tlsManager.learnName(name);
+  }
+
+  let heartbeat: NodeJS.Timeout | undefined;
+  const register = async () => {
+    if (proxy.tokenProblem && !proxy.appId) return;
+    try {
+      const r = await backend.register({
+        Name: hostname(),
+        Version: PROXY_VERSION,
+        Address: proxy.config.proxy.name || proxy.learnedName || '',
+      });
+      tlsManager?.setVirtualHosts(r.VirtualHosts);
+      log.info({ app: r.AppID, agent: r.RemoteAgentID }, 'registered with the service');
+    } catch (e) {
+      if (e instanceof BackendError && e.proxyRejected) {
+        proxy.tokenProblem = `the service refused auth.token (${e.message})`;
+        log.error(
+          { reason: e.message },
+          'the service refused auth.token: the proxy cannot authenticate users',
+        );
+      } else log.warn({ err: String(e) }, 'could not register with the service; will retry');
+    }
+  };
+  if (opts.register !== false) {
+    await register();
+    heartbeat = setInterval(() => void register(), HEARTBEAT_MS);
+    heartbeat.unref();
+  }
+  log.info({ url, mode: config.proxy.auth, upstream: config.proxy.upstream }, 'gatehouse proxy listening');
+
+  return {
+    proxy,
+    url,
+    port,
+    redirectPort: redirect ? (redirect.address() as AddressInfo).port : undefined,
+    tls: tlsManager,
+    reload() {
+      if (!opts.sources) return new Error('no settings sources to reload from');
+      let next: ProxyConfig;
+      try {
+        next = loadProxyConfig(opts.sources);
+      } catch (e) {
+        log.error(
+          { reason: (e as Error).message },
+          'reload refused: the settings are bad; keeping the old ones',
+        );
+        return e as Error;
+      }
+      const stale = RESTART_KEYS.filter(
+        ([s, k]) =>
+          (next[s] as Record<string, unknown>)[k] !== (proxy.config[s] as Record<string, unknown>)[k],
+      ).map(([s, k]) => `${s}.${k}`);
+      if (stale.length) log.warn({ settings: stale }, 'these settings change only at restart');
+      proxy.setConfig({
+        ...next,
+        ...Object.fromEntries(
+          (['proxy', 'auth', 'redirect', 'acme'] as const).map((s) => [
+            s,
+            {
+              ...next[s],
+              ...Object.fromEntries(
+                RESTART_KEYS.filter(([x]) => x === s).map(([, k]) => [
+                  k,
+                  (proxy.config[s] as Record<string, unknown>)[k],
+                ]),
+              ),
+            },
+          ]),
+        ),
+      } as ProxyConfig);
+      log.info({ prefixes: next.prefixes.length }, 'settings reloaded');
+      return undefined;
+    },
+    async close() {
+      if (heartbeat) clearInterval(heartbeat);
+      server.closeIdleConnections?.();
+      await Promise.all([close(server), redirect ? close(redirect) : undefined]);
+      await proxy.close();
+      if (!opts.backend) await backend.close();
+      tlsManager?.close();
+    },
+  };
+}
+
+function listen(server: http.Server, host: string, port: number) {
+  return new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+}
+
+function close(server: http.Server) {
+  return new Promise<void>((resolve) => {
+    server.close(() => resolve());
+    server.closeAllConnections?.();
+  });
+}

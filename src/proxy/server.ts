@@ -1,0 +1,719 @@
+import { type KeyObject, randomBytes, timingSafeEqual } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import net from 'node:net';
+import type { Duplex } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import tls from 'node:tls';
+import type { Logger } from 'pino';
+import { Agent, type Dispatcher } from 'undici';
+import { type AuthMode, normalizePath, type ProxyConfig, routeFor } from '../config/proxy.js';
+import { type AuthBackend, BackendError } from './backend.js';
+import {
+  COOKIE_NAME,
+  CookieSigner,
+  cookieHeader,
+  readCookie,
+  STATE_COOKIE,
+  stripOwnCookies,
+} from './cookie.js';
+import { ApiKeyCache, presentedCredential } from './credentials.js';
+import { BACKCHANNEL, PROXY_PATHS, PROXY_TOKEN_PATTERN, type WireIdentity } from './protocol.js';
+
+/** Hop-by-hop headers (RFC 9110 7.6.1) and others undici sets itself: never copied across. */
+const HOP = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'proxy-authenticate',
+  'proxy-authorization',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+  'expect',
+  'http2-settings',
+]);
+
+/** Inbound headers that only the proxy may set: removed from every request, in every mode. */
+const isReserved = (name: string) =>
+  name.startsWith('x-service-') || name === 'x-remote-user' || name === 'x-forwarded-for';
+
+export interface Identified {
+  identity: WireIdentity;
+  authType: 'bearer' | 'session';
+  /** A renewed session cookie to set on the response. */
+  setCookie?: string;
+}
+
+type AuthOutcome =
+  | { ok: true; who: Identified | undefined; clearCookie?: boolean }
+  | { ok: false; status: number; code: string; message: string; headers?: Record<string, string> };
+
+interface InFlight {
+  identity: WireIdentity | undefined;
+  /** Public origin of the request, for relative `next` values and sign-in links. */
+  origin: string;
+}
+
+export interface ProxyOptions {
+  config: ProxyConfig;
+  backend: AuthBackend;
+  logger: Logger;
+  cookieKey: KeyObject;
+  /** Whether clients reach this proxy over TLS (cookies get Secure, URLs https). */
+  secure: boolean;
+  /** No response headers from the upstream within this time: 504. */
+  upstreamTimeoutMs?: number;
+  /** Lifetime of the signed session cookie (seconds). */
+  cookieTtlS?: number;
+}
+
+class HttpError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * The access proxy's request handling: decide the mode for the normalized path, identify the
+ * user (API key or signed cookie), strip spoofable headers, add identity headers and forward,
+ * streaming bodies both ways. Listening (HTTP or TLS) is done by the caller with `handler` and
+ * `upgrade`.
+ */
+export class AccessProxy {
+  config: ProxyConfig;
+  readonly appId: string | undefined;
+  readonly keys: ApiKeyCache;
+  readonly signer: CookieSigner;
+  private readonly agent: Dispatcher;
+  private readonly inflight = new Map<string, InFlight>();
+  private readonly upstreams = new Map<string, { origin: string; base: string; url: URL }>();
+  private readonly log: Logger;
+  /** Set when the service refused our token: requests needing a user fail with this message. */
+  tokenProblem: string | undefined;
+  /** The first request's host, when proxy.name is unset. */
+  learnedName: string | undefined;
+  onFirstHost: ((host: string) => void) | undefined;
+
+  constructor(private readonly opts: ProxyOptions) {
+    this.config = opts.config;
+    this.log = opts.logger;
+    const m = PROXY_TOKEN_PATTERN.exec(opts.config.auth.token);
+    this.appId = m?.[1];
+    if (opts.config.auth.token === '') this.tokenProblem = 'auth.token is not set';
+    else if (!m) this.tokenProblem = 'auth.token is not a proxy token (expected gp.<app id>.<secret>)';
+    this.keys = new ApiKeyCache(() => opts.backend);
+    this.signer = new CookieSigner(opts.cookieKey, `gatehouse-proxy:${this.appId ?? ''}`, opts.cookieTtlS);
+    const timeout = opts.upstreamTimeoutMs ?? 60_000;
+    this.agent = new Agent({
+      keepAliveTimeout: 30_000,
+      keepAliveMaxTimeout: 600_000,
+      connections: 256,
+      pipelining: 1,
+      headersTimeout: timeout,
+      bodyTimeout: 0,
+      connectTimeout: Math.min(timeout, 10_000),
+    });
+  }
+
+  /** Replaces the settings (SIGHUP); requests in flight keep the ones they started with. */
+  setConfig(config: ProxyConfig) {
+    this.config = config;
+    this.upstreams.clear();
+  }
+
+  get inFlightCount() {
+    return this.inflight.size;
+  }
+
+  async close() {
+    await this.agent.close();
+  }
+
+  private upstream(raw: string) {
+    let u = this.upstreams.get(raw);
+    if (!u) {
+      const url = new URL(raw);
+      u = { origin: url.origin, base: url.pathname.replace(/\/+$/, ''), url };
+      this.upstreams.set(raw, u);
+    }
+    return u;
+  }
+
+  private originOf(req: IncomingMessage): string {
+    return `${this.opts.secure ? 'https' : 'http'}://${hostOf(req)}`;
+  }
+
+  // ---- request entry points -----------------------------------------------------------------
+
+  readonly handler = (req: IncomingMessage, res: ServerResponse) => {
+    this.handle(req, res).catch((e: unknown) => this.fail(req, res, e));
+  };
+
+  private async handle(req: IncomingMessage, res: ServerResponse) {
+    const url = req.url ?? '/';
+    const q = url.indexOf('?');
+    const rawPath = q < 0 ? url : url.slice(0, q);
+    const query = q < 0 ? '' : url.slice(q);
+    if (!rawPath.startsWith('/'))
+      throw new HttpError(400, 'Bad Request', 'the request target must be a path');
+    this.learnHost(req);
+    const path = requestPath(rawPath);
+    if (path.startsWith(PROXY_PATHS.base)) return this.internal(req, res, path, query);
+    const route = routeFor(this.config, path);
+    const auth = await this.authenticate(req, route.auth);
+    if (!auth.ok) return this.refuse(req, res, auth);
+    const who = auth.who;
+    const token = randomBytes(24).toString('base64url');
+    this.inflight.set(token, { identity: who?.identity, origin: this.originOf(req) });
+    const done = () => this.inflight.delete(token);
+    res.once('close', done);
+    const headers = this.upstreamHeaders(req, who, token);
+    const up = this.upstream(route.upstream);
+    const ac = new AbortController();
+    const abort = () => {
+      if (!res.writableFinished) ac.abort();
+    };
+    res.once('close', abort);
+    const hasBody =
+      req.headers['content-length'] !== undefined || req.headers['transfer-encoding'] !== undefined;
+    let data: Dispatcher.ResponseData;
+    try {
+      data = await this.agent.request({
+        origin: up.origin,
+        path: up.base + path + query,
+        method: req.method as Dispatcher.HttpMethod,
+        headers,
+        body: hasBody ? req : null,
+        signal: ac.signal,
+      });
+    } catch (e) {
+      done();
+      throw upstreamError(e);
+    }
+    const out: Record<string, string | string[]> = {};
+    const connTokens = connectionTokens(data.headers.connection);
+    for (const [k, v] of Object.entries(data.headers)) {
+      if (v === undefined || HOP.has(k) || connTokens?.has(k)) continue;
+      out[k] = v;
+    }
+    if (who?.setCookie) appendSetCookie(out, who.setCookie);
+    if (auth.clearCookie) appendSetCookie(out, this.cookie(COOKIE_NAME, '', 0));
+    res.writeHead(data.statusCode, out);
+    try {
+      await pipeline(data.body, res);
+    } catch {
+      // client or upstream went away mid-body: both sides are already torn down by pipeline
+    }
+  }
+
+  readonly upgrade = (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    this.handleUpgrade(req, socket, head).catch((e: unknown) => {
+      const err = e instanceof HttpError ? e : upstreamError(e);
+      if (!(e instanceof HttpError)) this.log.warn({ err: String(e) }, 'websocket upgrade failed');
+      rawResponse(socket, err.status, { 'content-type': 'text/plain; charset=utf-8' }, `${err.message}\n`);
+    });
+  };
+
+  private async handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer) {
+    socket.on('error', () => socket.destroy());
+    const url = req.url ?? '/';
+    const q = url.indexOf('?');
+    const path = requestPath(q < 0 ? url : url.slice(0, q));
+    const query = q < 0 ? '' : url.slice(q);
+    this.learnHost(req);
+    if (path.startsWith(PROXY_PATHS.base)) throw new HttpError(404, 'Not Found', 'no websocket here');
+    const route = routeFor(this.config, path);
+    const auth = await this.authenticate(req, route.auth);
+    if (!auth.ok) {
+      rawResponse(
+        socket,
+        auth.status,
+        { 'content-type': 'text/plain; charset=utf-8', ...auth.headers },
+        `${auth.message}\n`,
+      );
+      return;
+    }
+    const token = randomBytes(24).toString('base64url');
+    this.inflight.set(token, { identity: auth.who?.identity, origin: this.originOf(req) });
+    const headers = this.upstreamHeaders(req, auth.who, token);
+    headers.connection = 'Upgrade';
+    headers.upgrade = String(req.headers.upgrade ?? 'websocket');
+    const up = this.upstream(route.upstream);
+    const port = Number(up.url.port || (up.url.protocol === 'https:' ? 443 : 80));
+    const host = up.url.hostname.replace(/^\[|\]$/g, '');
+    const conn =
+      up.url.protocol === 'https:'
+        ? tls.connect({ host, port, servername: net.isIP(host) ? undefined : host })
+        : net.connect({ host, port });
+    let lines = `${req.method} ${up.base}${path}${query} HTTP/1.1\r\n`;
+    for (const [k, v] of Object.entries(headers)) {
+      for (const one of Array.isArray(v) ? v : [v]) lines += `${k}: ${one}\r\n`;
+    }
+    await new Promise<void>((resolve, reject) => {
+      conn.once(up.url.protocol === 'https:' ? 'secureConnect' : 'connect', () => resolve());
+      conn.once('error', reject);
+    }).catch((e: unknown) => {
+      this.inflight.delete(token);
+      throw e;
+    });
+    conn.write(`${lines}\r\n`);
+    if (head.length) conn.write(head);
+    conn.once('data', () => this.inflight.delete(token));
+    const end = () => {
+      this.inflight.delete(token);
+      conn.destroy();
+      socket.destroy();
+    };
+    conn.on('error', end);
+    conn.on('close', end);
+    socket.on('close', end);
+    socket.pipe(conn).pipe(socket);
+  }
+
+  // ---- identity -----------------------------------------------------------------------------
+
+  private async authenticate(req: IncomingMessage, mode: AuthMode): Promise<AuthOutcome> {
+    if (mode === 'none') return { ok: true, who: undefined };
+    const presented = presentedCredential(req.headers.authorization);
+    if (presented.kind === 'key') {
+      if (this.tokenProblem) return this.unavailable();
+      try {
+        const identity = await this.keys.identify(presented.key);
+        return { ok: true, who: { identity, authType: 'bearer' } };
+      } catch (e) {
+        if (e instanceof BackendError && e.refused)
+          return {
+            ok: false,
+            status: 401,
+            code: 'Unauthenticated',
+            message: `the API key was refused: ${e.message}`,
+            headers: { 'www-authenticate': 'Bearer realm="gatehouse", error="invalid_token"' },
+          };
+        return this.backendDown(e);
+      }
+    }
+    const cookie = readCookie(req.headers.cookie, COOKIE_NAME);
+    let clearCookie = false;
+    if (cookie) {
+      const v = await this.signer.verify(cookie);
+      if (v.ok) return { ok: true, who: { identity: v.proof.identity, authType: 'session' } };
+      if (v.expired) {
+        if (this.tokenProblem) return this.unavailable();
+        try {
+          const identity = await this.opts.backend.session(v.sessionId);
+          const signed = await this.signer.sign(identity);
+          return {
+            ok: true,
+            who: { identity, authType: 'session', setCookie: this.sessionCookie(signed, identity) },
+          };
+        } catch (e) {
+          if (!(e instanceof BackendError && e.refused)) return this.backendDown(e);
+        }
+      }
+      clearCookie = true;
+    }
+    if (mode === 'optional') return { ok: true, who: undefined, clearCookie };
+    if (isBrowser(req)) {
+      if (this.tokenProblem) return this.unavailable();
+      const { location, setCookie } = this.signinRedirect(req, req.url ?? '/');
+      return {
+        ok: false,
+        status: 302,
+        code: 'Sign In Required',
+        message: 'sign in to continue',
+        headers: { location, 'set-cookie': setCookie, 'cache-control': 'no-store' },
+      };
+    }
+    return {
+      ok: false,
+      status: 401,
+      code: 'Unauthenticated',
+      message: 'authentication required: sign in, or send an API key as "Authorization: Bearer <key>"',
+      headers: { 'www-authenticate': 'Bearer realm="gatehouse", Basic realm="gatehouse"' },
+    };
+  }
+
+  private unavailable(): AuthOutcome {
+    return {
+      ok: false,
+      status: 503,
+      code: 'Proxy Not Authorized',
+      message: `this proxy cannot authenticate users: ${this.tokenProblem}`,
+    };
+  }
+
+  private backendDown(e: unknown): AuthOutcome {
+    if (e instanceof BackendError && e.proxyRejected) {
+      this.tokenProblem = `the service refused auth.token (${e.message})`;
+      this.log.error({ reason: e.message }, 'the service refused auth.token: no user can be authenticated');
+      return this.unavailable();
+    }
+    this.log.warn({ err: String(e) }, 'the service could not be asked');
+    return {
+      ok: false,
+      status: 503,
+      code: 'Service Unavailable',
+      message: 'the identity service cannot be reached',
+    };
+  }
+
+  /** Starts the sign-in handshake: a state cookie here, the browser to the service with our callback URL. */
+  private signinRedirect(req: IncomingMessage, returnTo: string) {
+    const state = randomBytes(18).toString('base64url');
+    const back = safeReturnPath(returnTo);
+    const callback = `${this.originOf(req)}${PROXY_PATHS.callback}`;
+    const params = new URLSearchParams({ app: this.appId ?? '', state, return: callback });
+    const location = `${this.opts.backend.publicUrl}${BACKCHANNEL}/signin?${params}`;
+    const setCookie = this.cookie(
+      STATE_COOKIE,
+      `${state}.${Buffer.from(back).toString('base64url')}`,
+      600,
+      PROXY_PATHS.base,
+    );
+    return { location, setCookie };
+  }
+
+  private cookie(name: string, value: string, maxAge: number, path = '/') {
+    return cookieHeader(name, value, {
+      maxAge,
+      secure: this.opts.secure,
+      domain: this.config.proxy.cookiedomain,
+      path,
+    });
+  }
+
+  /** The session cookie lives as long as the service session; the proof inside expires much sooner. */
+  private sessionCookie(signed: string, identity: WireIdentity) {
+    const until = identity.Expires ? Date.parse(identity.Expires) : Date.now() + 86_400_000;
+    return this.cookie(COOKIE_NAME, signed, Math.max(1, Math.floor((until - Date.now()) / 1000)));
+  }
+
+  private upstreamHeaders(req: IncomingMessage, who: Identified | undefined, token: string) {
+    const h: Record<string, string | string[]> = {};
+    const conn = connectionTokens(req.headers.connection);
+    for (const [k, v] of Object.entries(req.headers)) {
+      if (v === undefined || HOP.has(k) || isReserved(k) || conn?.has(k)) continue;
+      if (k === 'authorization' && who) continue;
+      if (k === 'cookie') {
+        const kept = stripOwnCookies(v as string);
+        if (kept) h.cookie = kept;
+        continue;
+      }
+      h[k] = v;
+    }
+    h['x-forwarded-for'] = req.socket.remoteAddress ?? '';
+    h['x-forwarded-proto'] = this.opts.secure ? 'https' : 'http';
+    if (req.headers.host) h['x-forwarded-host'] = req.headers.host;
+    const base = this.config.proxy.privateaddress.replace(/\/+$/, '') || this.originOf(req);
+    h['x-service-access-check'] = `${base}${PROXY_PATHS.accessCheck}${token}`;
+    if (who) {
+      const id = who.identity;
+      h['x-service-user-name'] = headerText(id.UserName);
+      h['x-service-email'] = headerText(id.Email);
+      h['x-service-full-name'] = headerText(id.FullName);
+      h['x-service-user'] = headerText(id.UserID);
+      if (id.Expires) h['x-service-session-expires'] = new Date(id.Expires).toUTCString();
+      h['x-service-auth-type'] = who.authType;
+      h['x-remote-user'] = headerText(id.Email);
+      h.authorization = `Basic ${Buffer.from(`${id.Email}:`, 'utf8').toString('base64')}`;
+    }
+    return h;
+  }
+
+  // ---- the proxy's own endpoints -------------------------------------------------------------
+
+  private async internal(req: IncomingMessage, res: ServerResponse, path: string, query: string) {
+    if (path.startsWith(PROXY_PATHS.accessCheck))
+      return this.accessCheck(req, res, path.slice(PROXY_PATHS.accessCheck.length));
+    if (path === PROXY_PATHS.callback) return this.callback(req, res, new URLSearchParams(query.slice(1)));
+    if (path === PROXY_PATHS.signin) {
+      if (this.tokenProblem)
+        return this.refuse(req, res, this.unavailable() as Extract<AuthOutcome, { ok: false }>);
+      const back = new URLSearchParams(query.slice(1)).get('return') ?? '/';
+      const { location, setCookie } = this.signinRedirect(req, back);
+      res.writeHead(302, { location, 'set-cookie': setCookie, 'cache-control': 'no-store' });
+      return void res.end();
+    }
+    throw new HttpError(404, 'Not Found', `no proxy endpoint ${path}`);
+  }
+
+  /** Back from the service's sign-in: check the state, exchange the one-time code, set our cookie. */
+  private async callback(req: IncomingMessage, res: ServerResponse, params: URLSearchParams) {
+    if (req.method !== 'GET') throw new HttpError(405, 'Method Not Allowed', 'use GET');
+    const code = params.get('code') ?? '';
+    const state = params.get('state') ?? '';
+    const saved = readCookie(req.headers.cookie, STATE_COOKIE) ?? '';
+    const dot = saved.indexOf('.');
+    const savedState = dot < 0 ? '' : saved.slice(0, dot);
+    if (code === '' || state === '' || savedState === '' || !constantEqual(state, savedState))
+      throw new HttpError(
+        400,
+        'Bad Request',
+        'this sign-in link is not for this browser or has expired; start again',
+      );
+    const back = safeReturnPath(Buffer.from(saved.slice(dot + 1), 'base64url').toString('utf8'));
+    let identity: WireIdentity;
+    try {
+      identity = await this.opts.backend.exchangeCode(code);
+    } catch (e) {
+      if (e instanceof BackendError && e.refused)
+        throw new HttpError(
+          400,
+          'Bad Request',
+          'the sign-in code is invalid or was already used; start again',
+        );
+      const out = this.backendDown(e) as Extract<AuthOutcome, { ok: false }>;
+      throw new HttpError(out.status, out.code, out.message);
+    }
+    const signed = await this.signer.sign(identity);
+    res.writeHead(302, {
+      location: back,
+      'cache-control': 'no-store',
+      'set-cookie': [
+        this.sessionCookie(signed, identity),
+        this.cookie(STATE_COOKIE, '', 0, PROXY_PATHS.base),
+      ],
+    });
+    res.end();
+  }
+
+  /** POST from the upstream while its request is in flight: is the user in these groups? */
+  private async accessCheck(req: IncomingMessage, res: ServerResponse, token: string) {
+    const entry = this.inflight.get(token);
+    if (!entry) {
+      req.resume();
+      throw new HttpError(404, 'Not Found', 'this access-check URL is not valid (its request has completed)');
+    }
+    if (req.method !== 'POST')
+      throw new HttpError(405, 'Method Not Allowed', 'POST a form to the access-check URL');
+    const type = String(req.headers['content-type'] ?? '')
+      .split(';')[0]
+      ?.trim()
+      .toLowerCase();
+    if (type !== 'application/x-www-form-urlencoded')
+      throw new HttpError(415, 'Unsupported Media Type', 'send application/x-www-form-urlencoded');
+    const form = new URLSearchParams(await readBody(req, 65_536));
+    const groups = form.getAll('group').map((g) => g.trim());
+    const op = form.get('op') ?? 'and';
+    if (op !== 'and' && op !== 'or') throw new HttpError(400, 'Bad Request', 'op must be "and" or "or"');
+    if (groups.length === 0 || groups.some((g) => !/^[A-Za-z0-9_-]{1,64}$/.test(g)) || groups.length > 64)
+      throw new HttpError(400, 'Bad Request', 'give 1 to 64 group values, each a group ID');
+    let next = form.get('next') ?? '';
+    try {
+      next = next === '' ? `${entry.origin}/` : new URL(next, `${entry.origin}/`).toString();
+    } catch {
+      throw new HttpError(400, 'Bad Request', 'next is not a URL');
+    }
+    let status: number;
+    let location: string | undefined;
+    let body: { GroupID: string; StatusCode: number; Location?: string }[];
+    if (!entry.identity) {
+      const nextUrl = new URL(next);
+      const signin =
+        nextUrl.origin === entry.origin
+          ? `${entry.origin}${PROXY_PATHS.signin}?${new URLSearchParams({ return: nextUrl.pathname + nextUrl.search })}`
+          : `${entry.origin}${PROXY_PATHS.signin}`;
+      status = 403;
+      location = signin;
+      body = groups.map((g) => ({ GroupID: g, StatusCode: 401, Location: signin }));
+    } else {
+      if (this.tokenProblem) throw new HttpError(503, 'Proxy Not Authorized', this.tokenProblem);
+      try {
+        const r = await this.opts.backend.accessCheck({
+          UserID: entry.identity.UserID,
+          Groups: groups,
+          Op: op,
+          Next: next,
+        });
+        status = r.Satisfied ? 200 : 403;
+        location = r.Satisfied ? undefined : r.Location;
+        body = r.Results;
+      } catch (e) {
+        const out = this.backendDown(e) as Extract<AuthOutcome, { ok: false }>;
+        if (e instanceof BackendError && e.refused) throw new HttpError(400, 'Bad Request', e.message);
+        throw new HttpError(out.status, out.code, out.message);
+      }
+    }
+    const headers: Record<string, string> = {
+      'content-type': 'application/json',
+      'cache-control': 'no-store',
+    };
+    if (location) headers.location = location;
+    res.writeHead(status, headers);
+    res.end(JSON.stringify(body));
+  }
+
+  // ---- responses ----------------------------------------------------------------------------
+
+  private refuse(req: IncomingMessage, res: ServerResponse, out: Extract<AuthOutcome, { ok: false }>) {
+    req.resume();
+    sendError(req, res, out.status, out.code, out.message, out.headers);
+  }
+
+  private fail(req: IncomingMessage, res: ServerResponse, e: unknown) {
+    const err =
+      e instanceof HttpError ? e : new HttpError(500, 'Internal Error', 'internal error in the proxy');
+    if (!(e instanceof HttpError)) this.log.error({ err: e }, 'proxy error');
+    else if (err.status >= 500)
+      this.log.warn(
+        { status: err.status, reason: err.message, url: redact(req.url) },
+        'proxy answered an error',
+      );
+    if (res.headersSent) {
+      res.destroy();
+      return;
+    }
+    req.resume();
+    sendError(req, res, err.status, err.code, err.message);
+  }
+
+  private learnHost(req: IncomingMessage) {
+    if (this.learnedName !== undefined || this.config.proxy.name !== '') return;
+    const host = hostOf(req).replace(/:\d+$/, '');
+    if (host === '' || net.isIP(host.replace(/^\[|\]$/g, ''))) return;
+    this.learnedName = host;
+    this.onFirstHost?.(host);
+  }
+}
+
+// ---- helpers ------------------------------------------------------------------------------------
+
+function hostOf(req: IncomingMessage): string {
+  const h = req.headers.host ?? '';
+  return /^[A-Za-z0-9.:[\]-]{1,300}$/.test(h) ? h : 'localhost';
+}
+
+/**
+ * The path the proxy decides on and forwards: percent-encoded dots are decoded so that "%2e%2e"
+ * cannot hide a "..", dot segments are resolved, and encoded slashes or backslashes are refused
+ * (an upstream that decodes them would see another path than the one whose mode was applied).
+ */
+export function requestPath(raw: string): string {
+  if (/%(2f|5c)|\\/i.test(raw))
+    throw new HttpError(400, 'Bad Request', 'encoded slashes and backslashes are not allowed in paths');
+  const p = raw.includes('%') ? raw.replace(/%2e/gi, '.') : raw;
+  return p.includes('/.') || p.includes('//') ? normalizePath(p) : p;
+}
+
+function connectionTokens(v: string | string[] | undefined): Set<string> | undefined {
+  if (!v) return undefined;
+  const text = Array.isArray(v) ? v.join(',') : v;
+  const set = new Set(
+    text
+      .split(',')
+      .map((t) => t.trim().toLowerCase())
+      .filter(Boolean),
+  );
+  return set.size ? set : undefined;
+}
+
+function appendSetCookie(h: Record<string, string | string[]>, c: string) {
+  const prev = h['set-cookie'];
+  h['set-cookie'] = prev === undefined ? [c] : Array.isArray(prev) ? [...prev, c] : [prev, c];
+}
+
+/** Header values are bytes: UTF-8 text is sent as its bytes; CR, LF and NUL are dropped. */
+function headerText(v: string): string {
+  const clean = v.replace(/[\r\n\0]/g, '');
+  return /^[\x20-\x7e]*$/.test(clean) ? clean : Buffer.from(clean, 'utf8').toString('latin1');
+}
+
+function isBrowser(req: IncomingMessage): boolean {
+  if (req.method !== 'GET' && req.method !== 'HEAD') return false;
+  return String(req.headers.accept ?? '').includes('text/html');
+}
+
+/** Only a path on this origin ("/x", never "//host" or a URL) may be returned to after sign-in. */
+export function safeReturnPath(v: string): string {
+  return v.startsWith('/') && !v.startsWith('//') && !/[\\\r\n]/.test(v) ? v : '/';
+}
+
+function constantEqual(a: string, b: string): boolean {
+  const x = Buffer.from(a);
+  const y = Buffer.from(b);
+  return x.length === y.length && timingSafeEqual(x, y);
+}
+
+function upstreamError(e: unknown): HttpError {
+  const code = (e as { code?: string }).code ?? '';
+  if (code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_CONNECT_TIMEOUT' || code === 'ETIMEDOUT')
+    return new HttpError(504, 'Gateway Timeout', 'the application did not answer in time');
+  if (code === 'UND_ERR_ABORTED' || (e as Error).name === 'AbortError')
+    return new HttpError(499, 'Client Closed Request', 'the client went away');
+  return new HttpError(502, 'Bad Gateway', 'the application cannot be reached');
+}
+
+function redact(url: string | undefined) {
+  return (url ?? '')
+    .replace(/([?&]access_token=)[^&#]*/gi, '$1[REDACTED]')
+    .replace(/(\/access-check\/)[^/?]+/, '$1[REDACTED]');
+}
+
+async function readBody(req: IncomingMessage, limit: number): Promise<string> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req) {
+    size += (chunk as Buffer).length;
+    if (size > limit) throw new HttpError(413, 'Payload Too Large', `the form may be at most ${limit} bytes`);
+    chunks.push(chunk as Buffer);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+const escapeHtml = (s: string) =>
+  s.replace(
+    /[&<>"']/g,
+    (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c] as string,
+  );
+
+/** An error as a small HTML page for browsers, else the service's JSON error shape. */
+function sendError(
+  req: IncomingMessage,
+  res: ServerResponse,
+  status: number,
+  code: string,
+  message: string,
+  headers: Record<string, string> = {},
+) {
+  const h: Record<string, string> = { 'cache-control': 'no-store', 'x-error-code': code, ...headers };
+  if (status === 302) {
+    res.writeHead(302, h);
+    return void res.end();
+  }
+  const wire = status === 499 ? 502 : status;
+  if (String(req.headers.accept ?? '').includes('text/html')) {
+    h['content-type'] = 'text/html; charset=utf-8';
+    res.writeHead(wire, h);
+    res.end(
+      `<!doctype html><html><head><meta charset="utf-8"><title>${wire} ${escapeHtml(code)}</title></head>` +
+        `<body><h1>${wire} ${escapeHtml(code)}</h1><p>${escapeHtml(message)}</p></body></html>\n`,
+    );
+    return;
+  }
+  h['content-type'] = 'application/json';
+  res.writeHead(wire, h);
+  res.end(JSON.stringify({ Status: wire, Code: code, Message: message }));
+}
+
+/** Writes a whole HTTP/1.1 response on a raw socket (refused upgrades) and closes it. */
+function rawResponse(socket: Duplex, status: number, headers: Record<string, string>, body: string) {
+  if (socket.destroyed) return;
+  const reason =
+    {
+      400: 'Bad Request',
+      401: 'Unauthorized',
+      302: 'Found',
+      404: 'Not Found',
+      502: 'Bad Gateway',
+      503: 'Service Unavailable',
+      504: 'Gateway Timeout',
+    }[status] ?? 'Error';
+  let text = `HTTP/1.1 ${status} ${reason}\r\nconnection: close\r\ncontent-length: ${Buffer.byteLength(body)}\r\n`;
+  for (const [k, v] of Object.entries(headers)) text += `${k}: ${v}\r\n`;
+  socket.end(`${text}\r\n${body}`);
+}
