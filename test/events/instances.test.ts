@@ -1,0 +1,121 @@
+import type { AddressInfo } from 'node:net';
+import type { FastifyInstance } from 'fastify';
+import pino from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createServer } from '../../src/api/server.js';
+import { loadServiceConfig } from '../../src/config/index.js';
+import { Group } from '../../src/objects/group.js';
+import { bootstrap, createApiKey } from '../../src/store/bootstrap.js';
+import { type Db, openDb } from '../../src/store/db.js';
+import { migrate } from '../../src/store/migrations.js';
+import { ObjectStore } from '../../src/store/objects.js';
+import { backends, freshLocation } from '../helpers.js';
+import { EventClient } from './client.js';
+
+interface Instance {
+  app: FastifyInstance;
+  store: ObjectStore;
+  db: Db;
+  url: string;
+}
+
+/** A service instance on an existing database, listening on loopback (as a second `gatehouse serve`). */
+async function startInstance(location: string): Promise<Instance> {
+  const db = openDb(location);
+  await migrate(db);
+  const store = new ObjectStore(db);
+  const app = await createServer({
+    store,
+    db,
+    logger: pino({ level: 'silent' }),
+    config: loadServiceConfig({ env: {} }),
+  });
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  return { app, store, db, url: `http://127.0.0.1:${(app.server.address() as AddressInfo).port}` };
+}
+
+describe.each(backends())('event streams across instances on %s', (backend) => {
+  let a: Instance;
+  let b: Instance;
+  let key: string;
+  let cleanup: () => Promise<void>;
+  const clients: EventClient[] = [];
+
+  beforeAll(async () => {
+    const loc = await freshLocation(backend);
+    cleanup = loc.cleanup;
+    a = await startInstance(loc.location);
+    b = await startInstance(loc.location);
+    const adminId = (await bootstrap(a.store)) as string;
+    key = await createApiKey(a.store, ['admin'], adminId, 'test admin');
+  });
+  afterAll(async () => {
+    for (const c of clients) c.ws.terminate();
+    await a?.app.close();
+    await a?.db.close();
+    await b?.app.close().catch(() => {});
+    await b?.db.close().catch(() => {});
+    await cleanup?.();
+  });
+
+  it('a change made through one instance reaches a subscriber on the other', async () => {
+    if (backend === 'sqlite') {
+      // No NOTIFY on SQLite: another process's writes are found by the safety-net poll.
+      b.app.events.configure({ pollIntervalMs: 100 });
+    }
+    const c = await EventClient.open(b.url, key);
+    clients.push(c);
+    c.send({ Kind: 'Group' });
+    await c.caughtUp('Group');
+    const n0 = c.frames.length;
+    const started = Date.now();
+    const { obj } = await a.store.create(Group, { Name: 'cross-instance' });
+    await c.count(n0 + 1, 5000);
+    expect(c.frames[n0]).toMatchObject({ ID: obj.id, Kind: 'Group', Item: { Name: 'cross-instance' } });
+    if (backend === 'postgres') {
+      // Woken by NOTIFY, not by the 5 s poll.
+      expect(Date.now() - started).toBeLessThan(2000);
+    }
+    await a.store.delete(Group, obj.id, '*');
+    await c.count(n0 + 2, 5000);
+    expect(c.frames[n0 + 1]).toEqual({ ID: obj.id, Item: {}, Kind: 'Group' });
+  });
+
+  it.skipIf(backend !== 'postgres')(
+    'loses no change when the LISTEN connection drops (poll and re-LISTEN)',
+    async () => {
+      b.app.events.configure({ pollIntervalMs: 300 });
+      const c = await EventClient.open(b.url, key);
+      clients.push(c);
+      c.send({ Kind: 'Group' });
+      await c.caughtUp('Group');
+      const n0 = c.frames.length;
+      // Kill b's LISTEN connection, then write at once: that notification is lost.
+      const pool = a.db.pool as NonNullable<Db['pool']>;
+      const killed = await pool.query(
+        `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+        WHERE datname = current_database() AND query ILIKE 'LISTEN%' AND pid <> pg_backend_pid()`,
+      );
+      expect(killed.rowCount).toBeGreaterThan(0);
+      const { obj } = await a.store.create(Group, { Name: 'while-deaf' });
+      await c.count(n0 + 1, 5000);
+      expect(c.frames[n0]).toMatchObject({ ID: obj.id, Item: { Name: 'while-deaf' } });
+      // And it listens again: a later change arrives without waiting for the slow poll.
+      b.app.events.configure({ pollIntervalMs: 60_000 });
+      await new Promise((r) => setTimeout(r, 1500));
+      await a.store.create(Group, { Name: 'after-relisten' });
+      await c.count(n0 + 2, 3000);
+      expect(c.frames[n0 + 1]?.Item.Name).toBe('after-relisten');
+    },
+  );
+
+  it('closes its streams with 1001 when the instance shuts down', async () => {
+    const c = await EventClient.open(b.url, key);
+    clients.push(c);
+    c.send({ Kind: 'Group' });
+    await c.caughtUp('Group');
+    await b.app.close();
+    const closed = await c.waitClose();
+    expect(closed.code).toBe(1001);
+  });
+});
