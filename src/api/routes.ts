@@ -1,12 +1,13 @@
 import type { FastifyInstance } from 'fastify';
+import { registerAuthRoutes } from '../auth/routes.js';
+import { registerWebRoutes } from '../web/routes.js';
+import { registerEventRoutes } from '../events/routes.js';
 import { registerGroupRoutes } from '../groups/routes.js';
 import { registerProxyBackchannel } from '../proxy/backchannel/routes.js';
 import type { ServiceContext } from './context.js';
 import { registerHealthRoutes } from './health.js';
 import { registerObjectRoutes } from './objects.js';
 import { registerUserRoutes } from './users.js';
-import { registerAuthRoutes } from '../auth/routes.js';
-import { registerEventRoutes } from '../events/routes.js';
 
 export type Registrar = (app: FastifyInstance, ctx: ServiceContext) => void | Promise<void>;
 
@@ -14,4 +15,13 @@ export type Registrar = (app: FastifyInstance, ctx: ServiceContext) => void | Pr
  * Every group of endpoints, registered in this order. Adding a feature = a file + one line here.
  * Routes default to requiring credentials; a route opts out with `config: { auth: 'none' | 'optional' }`.
  */
-export const registrars: Registrar[] = [registerHealthRoutes, registerUserRoutes, registerObjectRoutes, registerGroupRoutes, registerAuthRoutes, registerEventRoutes, registerProxyBackchannel];
+export const registrars: Registrar[] = [
+  registerHealthRoutes,
+  registerUserRoutes,
+  registerObjectRoutes,
+  registerGroupRoutes,
+  registerAuthRoutes,
+  registerWebRoutes,
+  registerProxyBackchannel,
+  registerEventRoutes,
+];

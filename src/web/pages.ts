@@ -1,0 +1,203 @@
+/** Server-rendered HTML of the sign-in pages. Every dynamic value goes through esc(). */
+export const esc = (s: string) =>
+  s.replace(
+    /[&<>"']/g,
+    (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c] as string,
+  );
+
+interface PageOpts {
+  page: 'signin' | 'enroll' | 'signout' | 'debug';
+  title: string;
+  tenant: string;
+  returnUrl?: string;
+  intent?: string;
+  wide?: boolean;
+  main: string;
+}
+
+function layout(o: PageOpts): string {
+  return `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="referrer" content="no-referrer">
+<title>${esc(o.title)} · ${esc(o.tenant)}</title>
+<link rel="stylesheet" href="/signin/assets/style.css">
+<script src="/signin/assets/app.js" defer></script>
+</head>
+<body data-page="${o.page}" data-return="${esc(o.returnUrl ?? '')}" data-intent="${esc(o.intent ?? '')}">
+<header class="top">
+  <span class="logo" aria-hidden="true"></span><span class="name">${esc(o.tenant)}</span>
+  <nav aria-label="Account">
+    <a href="/signin">Sign in</a><a href="/signin/enroll">Security settings</a><a href="/signin/debug">API explorer</a><a href="/signin/signout">Sign out</a>
+  </nav>
+</header>
+<main${o.wide ? ' class="wide"' : ''}>
+<div id="alert" class="alert" role="alert" tabindex="-1" hidden></div>
+${o.main}
+</main>
+<footer>Gatehouse</footer>
+</body>
+</html>
+`;
+}
+
+const factorForm = (id: string, label: string, input: string, inputId: string, button: string, hint = '') => `
+    <form id="${id}" class="factor" hidden>
+      <label for="${inputId}">${label}</label>
+      ${input}
+      ${hint ? `<p class="muted">${hint}</p>` : ''}
+      <button type="submit" class="block">${button}</button>
+    </form>`;
+
+export function signinPage(
+  tenant: string,
+  returnUrl: string,
+  intent: string,
+  returnRefused: boolean,
+): string {
+  return layout({
+    page: 'signin',
+    title: 'Sign in',
+    tenant,
+    returnUrl,
+    intent,
+    main: `
+<section class="card" aria-labelledby="h-signin">
+  <h1 id="h-signin">Sign in</h1>
+  <p class="lead">to continue to ${esc(returnUrl ? new URL(returnUrl, 'http://x').host || tenant : tenant)}</p>
+  ${returnRefused ? '<p class="alert error">The page that sent you here is not on the list of allowed return addresses, so you will stay on this site after signing in.</p>' : ''}
+  <div id="step-email" hidden>
+    <form id="f-email">
+      <label for="email">E-mail address</label>
+      <input id="email" name="email" type="email" autocomplete="username" required>
+      <button type="submit" class="block">Continue</button>
+    </form>
+  </div>
+  <div id="step-factors" hidden>
+    <div class="who"><span>Signing in as <strong id="who-email"></strong></span>
+      <button type="button" id="not-me" class="secondary">Not you?</button></div>
+    <p class="muted" id="progress" aria-live="polite"></p>
+    ${factorForm('f-password', 'Password', '<input id="password" name="password" type="password" autocomplete="current-password" required>', 'password', 'Sign in with password')}
+    ${factorForm('f-pin', 'PIN', '<input id="pin" name="code" type="password" inputmode="numeric" autocomplete="off" pattern="[0-9]*" required>', 'pin', 'Continue with PIN')}
+    ${factorForm('f-totp', 'Code from your authenticator app', '<input id="totp" name="code" inputmode="numeric" autocomplete="one-time-code" pattern="[0-9 ]*" maxlength="7" required>', 'totp', 'Verify code', 'Open your authenticator app and type the 6-digit code.')}
+    ${factorForm('f-backup', 'Backup code', '<input id="backup" name="code" autocomplete="off" required>', 'backup', 'Use backup code', 'Each backup code works once.')}
+    ${factorForm('f-activation', 'Activation code', '<input id="activation" name="code" autocomplete="off" required>', 'activation', 'Activate')}
+    <p id="no-factor" class="alert error" hidden>No sign-in method is set up for this account. Ask an administrator to set a password.</p>
+  </div>
+  <div id="step-done" hidden>
+    <p class="alert ok">You are signed in as <strong id="done-who"></strong>.</p>
+    <p class="muted">Session integrity: <span id="done-level"></span></p>
+    <p><a href="/signin/enroll">Security settings</a> · <a href="/signin/debug">API explorer</a> · <a href="/signin/signout">Sign out</a></p>
+  </div>
+</section>`,
+  });
+}
+
+export function enrollPage(tenant: string): string {
+  return layout({
+    page: 'enroll',
+    title: 'Security settings',
+    tenant,
+    wide: true,
+    main: `
+<h1>Security settings</h1>
+<p class="lead">Signed in as <strong id="enroll-who">…</strong></p>
+<div class="grid">
+  <section class="card" aria-labelledby="h-pw">
+    <h2 id="h-pw">Password <span id="st-password" class="badge"></span></h2>
+    <form id="e-password">
+      <label for="new-password">New password</label>
+      <input id="new-password" type="password" autocomplete="new-password" required>
+      <label for="new-password2">Repeat the new password</label>
+      <input id="new-password2" type="password" autocomplete="new-password" required>
+      <button type="submit">Save password</button>
+    </form>
+  </section>
+  <section class="card" aria-labelledby="h-pin">
+    <h2 id="h-pin">PIN <span id="st-pin" class="badge"></span></h2>
+    <form id="e-pin">
+      <label for="new-pin">New PIN (4 to 12 digits)</label>
+      <input id="new-pin" type="password" inputmode="numeric" pattern="[0-9]{4,12}" autocomplete="off" required>
+      <button type="submit">Save PIN</button>
+    </form>
+  </section>
+  <section class="card" aria-labelledby="h-totp">
+    <h2 id="h-totp">Authenticator app <span id="st-totp" class="badge"></span></h2>
+    <p class="muted">Time-based one-time codes (RFC 6238) from any authenticator app.</p>
+    <button type="button" id="totp-start">Set up an authenticator app</button>
+    <button type="button" id="totp-remove" class="danger" hidden>Remove</button>
+    <div id="totp-setup" hidden>
+      <img id="totp-qr" class="qr" alt="QR code to scan with your authenticator app">
+      <p class="muted">Or type this key: <code id="totp-secret"></code></p>
+      <form id="e-totp">
+        <label for="totp-code">Code shown by the app</label>
+        <input id="totp-code" inputmode="numeric" autocomplete="one-time-code" maxlength="7" required>
+        <button type="submit">Confirm</button>
+      </form>
+    </div>
+  </section>
+  <section class="card" aria-labelledby="h-backup">
+    <h2 id="h-backup">Backup codes</h2>
+    <p class="muted">Ten single-use codes for when your other methods are not at hand. Generating new ones voids the old ones.</p>
+    <button type="button" id="backup-gen">Generate backup codes</button>
+    <div id="backup-out" hidden>
+      <p class="muted">Store these somewhere safe; they are shown only now.</p>
+      <ol id="backup-codes" class="codes"></ol>
+    </div>
+  </section>
+</div>`,
+  });
+}
+
+export function signoutPage(tenant: string): string {
+  return layout({
+    page: 'signout',
+    title: 'Sign out',
+    tenant,
+    main: `
+<section class="card" aria-labelledby="h-out">
+  <h1 id="h-out">Sign out</h1>
+  <div id="signout-form">
+    <p class="lead">End your session in this browser.</p>
+    <button type="button" id="signout" class="block">Sign out</button>
+  </div>
+  <p id="signed-out" hidden><a href="/signin">Sign in again</a></p>
+</section>`,
+  });
+}
+
+export function debugPage(tenant: string): string {
+  return layout({
+    page: 'debug',
+    title: 'API explorer',
+    tenant,
+    wide: true,
+    main: `
+<h1>API explorer</h1>
+<p class="lead">Requests are sent from this browser with your session (no API key needed). <a href="/signin?return=/signin/debug">Sign in</a> first.</p>
+<section class="card" aria-labelledby="h-req">
+  <h2 id="h-req">Request</h2>
+  <form id="d-form">
+    <div class="row">
+      <div style="flex:0 0 8rem"><label for="d-method">Method</label>
+        <select id="d-method"><option>GET</option><option>POST</option><option>PUT</option><option>DELETE</option><option>HEAD</option></select></div>
+      <div><label for="d-path">Path</label><input id="d-path" value="/users/me" spellcheck="false" required></div>
+    </div>
+    <label for="d-headers">Headers <span class="muted">(one "Name: value" per line)</span></label>
+    <textarea id="d-headers" rows="3" spellcheck="false" placeholder="If-Match: &quot;…&quot;"></textarea>
+    <label for="d-body">Body</label>
+    <textarea id="d-body" rows="6" spellcheck="false" placeholder="{ }"></textarea>
+    <button type="submit">Send</button>
+  </form>
+</section>
+<section class="card" id="d-result" aria-labelledby="h-res" aria-live="polite" hidden>
+  <h2 id="h-res">Response <span id="r-status" class="status"></span></h2>
+  <h3 class="muted">Headers</h3>
+  <pre class="out" id="r-headers"></pre>
+  <h3 class="muted">Body</h3>
+  <pre class="out" id="r-body"></pre>
+</section>`,
+  });
+}

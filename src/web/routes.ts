@@ -1,0 +1,67 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { ServiceContext } from '../api/context.js';
+import { tenantDoc } from '../auth/integrity.js';
+import { APP_JS } from './appjs.js';
+import { debugPage, enrollPage, signinPage, signoutPage } from './pages.js';
+import { safeReturnUrl } from './returnurl.js';
+import { STYLE_CSS } from './style.js';
+
+/** Pages allow only their own script and style; images may be data: URLs (the TOTP QR code). */
+export const PAGE_CSP =
+  "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
+  "form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+const OPTIONAL = { config: { auth: 'optional' as const } };
+
+function sendPage(reply: FastifyReply, html: string) {
+  reply.header('Content-Security-Policy', PAGE_CSP);
+  reply.header('X-Content-Type-Options', 'nosniff');
+  reply.header('X-Frame-Options', 'DENY');
+  reply.header('Referrer-Policy', 'no-referrer');
+  reply.header('Cache-Control', 'no-store');
+  return reply.code(200).type('text/html; charset=utf-8').send(html);
+}
+
+function query(req: FastifyRequest, name: string): string {
+  const v = (req.query as Record<string, unknown> | undefined)?.[name];
+  return typeof v === 'string' ? v : '';
+}
+
+/** The sign-in pages at /signin: sign-in, security settings (enrollment), sign-out, /signin/debug. */
+export function registerWebRoutes(app: FastifyInstance, ctx: ServiceContext) {
+  const asset = (body: string, type: string) => async (_req: FastifyRequest, reply: FastifyReply) => {
+    reply.header('Cache-Control', 'public, max-age=300');
+    reply.header('X-Content-Type-Options', 'nosniff');
+    return reply.type(type).send(body);
+  };
+  app.get(
+    '/signin/assets/app.js',
+    { config: { auth: 'none' } },
+    asset(APP_JS, 'text/javascript; charset=utf-8'),
+  );
+  app.get(
+    '/signin/assets/style.css',
+    { config: { auth: 'none' } },
+    asset(STYLE_CSS, 'text/css; charset=utf-8'),
+  );
+
+  app.get('/signin', OPTIONAL, async (req, reply) => {
+    const tenant = await tenantDoc(ctx);
+    const raw = query(req, 'return');
+    const ret = safeReturnUrl(req, tenant, raw);
+    const intent = query(req, 'intent').slice(0, 4096);
+    return sendPage(
+      reply,
+      signinPage(String(tenant.Name || 'Gatehouse'), ret, intent, raw !== '' && ret === ''),
+    );
+  });
+  app.get('/signin/enroll', OPTIONAL, async (_req, reply) =>
+    sendPage(reply, enrollPage(String((await tenantDoc(ctx)).Name || 'Gatehouse'))),
+  );
+  app.get('/signin/signout', OPTIONAL, async (_req, reply) =>
+    sendPage(reply, signoutPage(String((await tenantDoc(ctx)).Name || 'Gatehouse'))),
+  );
+  app.get('/signin/debug', OPTIONAL, async (_req, reply) =>
+    sendPage(reply, debugPage(String((await tenantDoc(ctx)).Name || 'Gatehouse'))),
+  );
+}
