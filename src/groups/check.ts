@@ -4,7 +4,7 @@ import { userUsable } from '../auth/apikeys.js';
 import { Group } from '../objects/group.js';
 import { TENANT_ID, Tenant } from '../objects/tenant.js';
 import { User } from '../objects/user.js';
-import { expireIfDue, expiryDue, groupSettings, stateOf } from './lifecycle.js';
+import { applyOp, expireIfDue, expiryDue, groupSettings, stateOf } from './lifecycle.js';
 import { Membership, membershipId } from './membership.js';
 
 /** One entry of an access-check result (spec "AccessCheck result"). */
@@ -17,6 +17,8 @@ export interface CheckEntry {
 }
 
 export interface CheckResult {
+  /** The check is satisfied (StatusCode 200). */
+  Satisfied: boolean;
   /** 200 when the check is satisfied, else 403. */
   StatusCode: 200 | 403;
   /** The Location of the first entry that needs action, when not satisfied. */
@@ -25,6 +27,7 @@ export interface CheckResult {
 }
 
 export const MAX_CHECK_GROUPS = 64;
+export const MAX_NEXT = 2048;
 
 /** Where the access-request pages are: Tenant.SigninURL, else server.signinurl, else /signin here. */
 export async function signinBase(ctx: ServiceContext): Promise<string> {
@@ -69,7 +72,7 @@ export const requestPage = (base: string, groupId: string, next?: string) =>
  * - A membership counts when it is active, not overdue for expiry (an overdue one is expired now:
  *   expiry is applied lazily here and by a periodic sweep), and the caller's session integrity
  *   level (default 0) reaches the group's IntegrityLevel.
- * - `next` must be allowed (see allowedNext) and is carried in every Location.
+ * - `next` is carried in every Location (the page checks it against the allow-list).
  * Unknown user: 404. Unknown group: an entry with StatusCode 404 (the check is not satisfied).
  */
 export async function checkMembership(
@@ -84,16 +87,12 @@ export async function checkMembership(
     throw new ApiError('BadRequest', 'name at least one group to check', { field: 'group' });
   if (ids.length > MAX_CHECK_GROUPS)
     throw new ApiError('BadRequest', `at most ${MAX_CHECK_GROUPS} groups per check`, { field: 'group' });
-  let next: string | undefined;
-  if (opts.next !== undefined && opts.next !== '') {
-    next = allowedNext(opts.next, await allowedReturnOrigins(ctx));
-    if (next === undefined)
-      throw new ApiError(
-        'InvalidField',
-        'next must be a path on this service or a URL on one of Tenant.AllowedReturnOrigins',
-        { field: 'next' },
-      );
-  }
+  // `next` is carried as given: the access-request page checks it against the allow-list before
+  // sending anyone there (and says so when it is not allowed), so a misconfigured origin shows up
+  // on the page instead of failing every access check.
+  const next = opts.next === undefined || opts.next === '' ? undefined : opts.next;
+  if (next !== undefined && next.length > MAX_NEXT)
+    throw new ApiError('InvalidField', `next is longer than ${MAX_NEXT} characters`, { field: 'next' });
   const user = await ctx.store.get(User, userId);
   if (!user) throw new ApiError('NotFound', `User ${userId} does not exist`);
   const usable = userUsable(user.doc);
@@ -125,9 +124,31 @@ export async function checkMembership(
   }
   const satisfied =
     op === 'or' ? results.some((r) => r.StatusCode === 200) : results.every((r) => r.StatusCode === 200);
-  if (satisfied) return { StatusCode: 200, Results: results };
+  if (satisfied) return { Satisfied: true, StatusCode: 200, Results: results };
   const location = results.find((r) => r.Location)?.Location;
   return location
-    ? { StatusCode: 403, Location: location, Results: results }
-    : { StatusCode: 403, Results: results };
+    ? { Satisfied: false, StatusCode: 403, Location: location, Results: results }
+    : { Satisfied: false, StatusCode: 403, Results: results };
+}
+
+/**
+ * Records a use of an active membership on behalf of the proxy back channel (the service itself
+ * acts: LastChange.Via "system"). At most one write per membership per minute; a membership that
+ * is no longer active is left alone.
+ */
+export async function markUsed(ctx: ServiceContext, groupId: string, userId: string): Promise<void> {
+  const g = await ctx.store.get(Group, groupId);
+  if (!g) return;
+  try {
+    await applyOp(ctx, {
+      op: 'use',
+      group: groupSettings(g.doc),
+      userId,
+      actor: 'system',
+      roles: new Set(['system']),
+      reason: 'access check',
+    });
+  } catch (e) {
+    if (!(e instanceof ApiError && e.status === 409)) throw e;
+  }
 }

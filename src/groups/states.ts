@@ -26,7 +26,7 @@ export type MemberOp =
  * - approver: a user-scope caller listed in the group's Approvers or an active member of its
  *   ApproverGroup, acting on SOMEONE ELSE (nobody approves themselves);
  * - member: a user-scope caller acting on their own membership;
- * - system: the service itself (expiry).
+ * - system: the service itself (expiry; uses reported by the proxy back channel).
  */
 export type Role = 'admin' | 'sync' | 'approver' | 'member' | 'system';
 
@@ -50,7 +50,7 @@ export const TRANSITIONS: readonly Transition[] = [
   { op: 'request', by: ['member'], from: ['none', 'expired'], to: 'REQUEST' },
   { op: 'approve', by: DECIDERS, from: ['requested'], to: 'GRANT' },
   { op: 'activate', by: ['member', 'admin'], from: ['approved'], to: 'active' },
-  { op: 'use', by: ['admin', 'sync'], from: ['active'], to: 'active' },
+  { op: 'use', by: ['admin', 'sync', 'system'], from: ['active'], to: 'active' },
   {
     op: 'reject',
     by: DECIDERS,

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ServiceContext } from '../../src/api/context.js';
 import { loadServiceConfig } from '../../src/config/index.js';
-import { allowedNext, checkMembership } from '../../src/groups/check.js';
+import { allowedNext, checkMembership, markUsed } from '../../src/groups/check.js';
 import { Membership } from '../../src/groups/membership.js';
 import { sweepMemberships } from '../../src/groups/sweep.js';
 import { backends, jsonLines, startTestService, type TestService } from '../helpers.js';
@@ -55,6 +55,7 @@ describe.each(backends())('membership check, lists and expiry on %s', (backend) 
     // or: a fails, b is active, c is never looked at.
     const or = await checkMembership(ctx, alice.id, [a, b, c], 'or', { next });
     expect(or).toEqual({
+      Satisfied: true,
       StatusCode: 200,
       Results: [
         { GroupID: a, StatusCode: 403, Location: page(a) },
@@ -70,10 +71,24 @@ describe.each(backends())('membership check, lists and expiry on %s', (backend) 
     expect(none.Location).toBe('https://id.example.com/signin/groups/' + a);
   });
 
-  it('refuses a next URL off the allow-list, and an unknown user', async () => {
+  it('carries next as given (the page checks it), refuses an unknown user, and records uses', async () => {
+    const evil = await checkMembership(ctx, alice.id, [a], 'and', { next: 'https://evil.example.net/' });
+    expect(evil.Location).toBe(
+      `https://id.example.com/signin/groups/${a}?next=${encodeURIComponent('https://evil.example.net/')}`,
+    );
     await expect(
-      checkMembership(ctx, alice.id, [b], 'and', { next: 'https://evil.example.net/' }),
-    ).rejects.toThrow(/next/);
+      checkMembership(ctx, alice.id, [a], 'and', { next: `https://x/${'a'.repeat(2048)}` }),
+    ).rejects.toThrow(/longer/);
+    // markUsed (the proxy back channel's hook): fills LastUsed of an active membership, ignores others.
+    await markUsed(ctx, b, alice.id);
+    const m = await s.store.get(Membership, `${b}.${alice.id}`);
+    expect(m?.doc.LastUsed).not.toBe('0001-01-01T00:00:00Z');
+    expect((m?.doc.LastChange as Record<string, string> | undefined)?.Via).toBe('system');
+    const etag = m?.etag;
+    await markUsed(ctx, b, alice.id); // within the minute: no new write
+    expect((await s.store.get(Membership, `${b}.${alice.id}`))?.etag).toBe(etag);
+    await markUsed(ctx, a, alice.id); // not a member: nothing happens, nothing thrown
+    expect(await s.store.get(Membership, `${a}.${alice.id}`)).toBeUndefined();
     await expect(checkMembership(ctx, 'nosuchuser00000', [b], 'and')).rejects.toThrow(/does not exist/);
     expect(allowedNext('/signin/done', [])).toBe('/signin/done');
     expect(allowedNext('//evil.example.net/', [])).toBeUndefined();
@@ -118,7 +133,11 @@ describe.each(backends())('membership check, lists and expiry on %s', (backend) 
       url: '/groups/check',
       payload: { User: alice.id, Groups: ['zzz'] },
     });
-    expect(unknown.json()).toEqual({ StatusCode: 403, Results: [{ GroupID: 'zzz', StatusCode: 404 }] });
+    expect(unknown.json()).toEqual({
+      Satisfied: false,
+      StatusCode: 403,
+      Results: [{ GroupID: 'zzz', StatusCode: 404 }],
+    });
     // Bad input.
     const badOp = await s.req({
       method: 'POST',
