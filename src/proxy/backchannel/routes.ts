@@ -20,6 +20,7 @@ import {
   type RegisterResponse,
   type WireIdentity,
 } from '../protocol.js';
+import { membershipsAdapter, sessionsAdapter } from './adapters.js';
 import { type ProxySession, ports } from './hooks.js';
 
 const sha256 = (s: string) => createHash('sha256').update(s).digest('base64url');
@@ -147,6 +148,8 @@ const REMOTE_AGENT_ID = (appId: string, name: string) =>
  * call except the browser-facing /signin is authenticated with the proxy token.
  */
 export function registerProxyBackchannel(app: FastifyInstance, ctx: ServiceContext) {
+  ports.sessions ??= sessionsAdapter;
+  ports.memberships ??= membershipsAdapter;
   // Admin: issue (or replace) the token tying a proxy to this App. Shown once; only its hash is kept.
   app.post('/apps/:id/proxytoken', async (req, reply) => {
     const p = req.principal;
