@@ -1,4 +1,5 @@
 import type { FastifyRequest } from 'fastify';
+import { sql } from 'kysely';
 import type { WebSocket } from 'ws';
 import type { ServiceContext } from '../api/context.js';
 import { userUsable } from '../auth/apikeys.js';
@@ -24,7 +25,7 @@ import {
   StreamError,
 } from './protocol.js';
 import { takeSnapshot } from './snapshot.js';
-import { ChangeTailer } from './tailer.js';
+import { ChangeTailer, SIGNALS_CHANNEL } from './tailer.js';
 
 export interface EventHubOptions {
   /** A ping every interval; a peer that has not answered the previous one is dropped. */
@@ -319,6 +320,7 @@ export class EventHub {
       () => this.connections.size === 0,
       ctx.logger,
       { pollIntervalMs: this.options.pollIntervalMs, batchSize: 1000 },
+      (payload) => this.applySignal(payload),
     );
   }
 
@@ -382,6 +384,40 @@ export class EventHub {
       n++;
     }
     return n;
+  }
+
+  /**
+   * A session's integrity level changed: its streams, on every instance sharing the database,
+   * get the StatusCode 100 frame and are closed. For the sign-in code (e.g. after /auth/boost).
+   */
+  async sessionIntegrityChanged(sessionId: string): Promise<void> {
+    this.integrityChanged((p) => p.sessionId === sessionId);
+    await this.signal({ Event: 'IntegrityChanged', SessionID: sessionId });
+  }
+
+  /** A session ended (sign-out, expiry, revocation): its streams on every instance close with 4001. */
+  async sessionEnded(sessionId: string): Promise<void> {
+    this.endStreams((p) => p.sessionId === sessionId, 'the session ended');
+    await this.signal({ Event: 'SessionEnded', SessionID: sessionId });
+  }
+
+  /** Tells the other instances (PostgreSQL NOTIFY; SQLite has one process). */
+  private async signal(payload: { Event: string; SessionID: string }) {
+    if (this.ctx.db.dialect !== 'postgres') return;
+    await sql`SELECT pg_notify(${SIGNALS_CHANNEL}, ${JSON.stringify(payload)})`.execute(this.ctx.db.kysely);
+  }
+
+  private applySignal(text: string) {
+    let msg: { Event?: unknown; SessionID?: unknown };
+    try {
+      msg = JSON.parse(text) as typeof msg;
+    } catch {
+      return;
+    }
+    const id = msg.SessionID;
+    if (typeof id !== 'string' || id === '') return;
+    if (msg.Event === 'IntegrityChanged') this.integrityChanged((p) => p.sessionId === id);
+    else if (msg.Event === 'SessionEnded') this.endStreams((p) => p.sessionId === id, 'the session ended');
   }
 
   register(sub: Subscription) {

@@ -2,6 +2,9 @@ import pg from 'pg';
 import type { Logger } from 'pino';
 import { CHANGES_CHANNEL, type Change, type ObjectStore } from '../store/objects.js';
 
+/** NOTIFY channel for stream signals between instances (src/events/hub.ts: sessionIntegrityChanged...). */
+export const SIGNALS_CHANNEL = 'gatehouse_event_signals';
+
 export interface TailerOptions {
   /** Safety-net poll of the change log, for a missed notification or another process on SQLite. */
   pollIntervalMs: number;
@@ -39,6 +42,8 @@ export class ChangeTailer {
     private readonly idle: () => boolean,
     private readonly logger: Logger,
     private readonly options: TailerOptions,
+    /** Payloads NOTIFYed on SIGNALS_CHANNEL by any instance (this one included). */
+    private readonly onSignal: (payload: string) => void = () => {},
   ) {}
 
   /** Idempotent; resolves once the position is known and wake-ups are wired. */
@@ -110,7 +115,10 @@ export class ChangeTailer {
     if (!pool || this.closed) return;
     const client = new pg.Client(pool.options);
     this.listener = client;
-    client.on('notification', this.wake);
+    client.on('notification', (msg) => {
+      if (msg.channel === SIGNALS_CHANNEL) this.onSignal(msg.payload ?? '');
+      else this.wake();
+    });
     client.on('error', (err) => {
       if (!this.closed) this.logger.warn({ err }, 'event stream: LISTEN connection failed; reconnecting');
       this.relisten(client);
@@ -119,6 +127,7 @@ export class ChangeTailer {
     try {
       await client.connect();
       await client.query(`LISTEN ${CHANGES_CHANNEL}`);
+      await client.query(`LISTEN ${SIGNALS_CHANNEL}`);
       this.reconnectDelay = 500;
       // Notifications sent while not listening are lost: read once to pick up their changes.
       this.wake();

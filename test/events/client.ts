@@ -1,3 +1,4 @@
+import { EventEmitter } from 'node:events';
 import WebSocket from 'ws';
 import type { ListItemFrame } from '../../src/events/protocol.js';
 
@@ -92,5 +93,28 @@ export class EventClient {
 
   close() {
     this.ws.close();
+  }
+}
+
+/** A socket whose send buffer the test controls: it never drains unless told to. */
+export class FakeSocket extends EventEmitter {
+  bufferedAmount = 0;
+  readyState = 1;
+  sent: string[] = [];
+  closedWith: { code: number; reason: string } | undefined;
+  send(data: Buffer | string) {
+    this.sent.push(String(data));
+  }
+  close(code: number, reason: string) {
+    this.closedWith = { code, reason };
+    this.readyState = 3;
+  }
+  terminate() {
+    this.readyState = 3;
+  }
+  ping() {}
+  /** A client message. */
+  message(obj: unknown) {
+    this.emit('message', Buffer.from(JSON.stringify(obj)), false);
   }
 }

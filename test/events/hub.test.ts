@@ -1,4 +1,3 @@
-import { EventEmitter } from 'node:events';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ServiceContext } from '../../src/api/context.js';
@@ -7,29 +6,7 @@ import { loadServiceConfig } from '../../src/config/index.js';
 import { EventHub, type EventSocket } from '../../src/events/hub.js';
 import { Group } from '../../src/objects/group.js';
 import { backends, freshStore } from '../helpers.js';
-
-/** A socket whose send buffer the test controls: it never drains unless told to. */
-class FakeSocket extends EventEmitter {
-  bufferedAmount = 0;
-  readyState = 1;
-  sent: string[] = [];
-  closedWith: { code: number; reason: string } | undefined;
-  send(data: Buffer | string) {
-    this.sent.push(String(data));
-  }
-  close(code: number, reason: string) {
-    this.closedWith = { code, reason };
-    this.readyState = 3;
-  }
-  terminate() {
-    this.readyState = 3;
-  }
-  ping() {}
-  /** A client message. */
-  message(obj: unknown) {
-    this.emit('message', Buffer.from(JSON.stringify(obj)), false);
-  }
-}
+import { FakeSocket } from './client.js';
 
 const admin: Principal = { via: 'apikey', userId: '', scopes: new Set(['admin']) };
 
@@ -106,5 +83,30 @@ describe.each(backends())('event hub limits on %s', (backend) => {
     await until(() => sock.sent.length >= 3 && sock.sent.some((f) => f.includes('"StatusCode":429')));
     expect(sock.closedWith).toBeUndefined();
     hub.configure({ maxSubscriptions: 64 });
+  });
+
+  it('closes the streams of a session whose integrity changed (100 frame) or that ended (4001)', async () => {
+    const session = (id: string): Principal => ({
+      via: 'session',
+      userId: 'u',
+      scopes: new Set(['user']),
+      sessionId: id,
+    });
+    const s1 = new FakeSocket();
+    const s2 = new FakeSocket();
+    const s3 = new FakeSocket();
+    await hub.accept(s1 as unknown as EventSocket, session('one'));
+    await hub.accept(s2 as unknown as EventSocket, session('two'));
+    await hub.accept(s3 as unknown as EventSocket, session('three'));
+    await hub.sessionIntegrityChanged('one');
+    expect(s1.sent.map((f) => JSON.parse(f))).toEqual([
+      { ID: '', Item: {}, StatusCode: 100, StatusText: 'Integrity Level Changed' },
+    ]);
+    expect(s1.closedWith?.code).toBe(1000);
+    await hub.sessionEnded('two');
+    expect(s2.closedWith?.code).toBe(4001);
+    expect(s2.sent).toEqual([]);
+    expect(s3.closedWith).toBeUndefined();
+    hub.endStreams(() => true);
   });
 });

@@ -3,14 +3,16 @@ import type { FastifyInstance } from 'fastify';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createServer } from '../../src/api/server.js';
+import type { Principal } from '../../src/auth/principal.js';
 import { loadServiceConfig } from '../../src/config/index.js';
+import type { EventSocket } from '../../src/events/hub.js';
 import { Group } from '../../src/objects/group.js';
 import { bootstrap, createApiKey } from '../../src/store/bootstrap.js';
 import { type Db, openDb } from '../../src/store/db.js';
 import { migrate } from '../../src/store/migrations.js';
 import { ObjectStore } from '../../src/store/objects.js';
 import { backends, freshLocation } from '../helpers.js';
-import { EventClient } from './client.js';
+import { EventClient, FakeSocket } from './client.js';
 
 interface Instance {
   app: FastifyInstance;
@@ -108,6 +110,25 @@ describe.each(backends())('event streams across instances on %s', (backend) => {
       expect(c.frames[n0 + 1]?.Item.Name).toBe('after-relisten');
     },
   );
+
+  it.skipIf(backend !== 'postgres')("ends a session's streams on the other instance too", async () => {
+    const principal: Principal = {
+      via: 'session',
+      userId: '',
+      scopes: new Set(['user']),
+      sessionId: 'sess-x',
+    };
+    const sock = new FakeSocket();
+    await b.app.events.accept(sock as unknown as EventSocket, principal);
+    await a.app.events.sessionIntegrityChanged('sess-x');
+    const end = Date.now() + 3000;
+    while (!sock.closedWith && Date.now() < end) await new Promise((r) => setTimeout(r, 10));
+    expect(sock.closedWith?.code).toBe(1000);
+    expect(JSON.parse(sock.sent[0] ?? '{}')).toMatchObject({
+      StatusCode: 100,
+      StatusText: 'Integrity Level Changed',
+    });
+  });
 
   it('closes its streams with 1001 when the instance shuts down', async () => {
     const c = await EventClient.open(b.url, key);
