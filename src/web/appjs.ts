@@ -53,6 +53,10 @@ export const APP_JS = String.raw`(function () {
 
   // ---- sign-in ---------------------------------------------------------------------------------
   var FACTOR_FORMS = { password: 'f-password', pin: 'f-pin', totp: 'f-totp', backup: 'f-backup' };
+  var KIND = { password: 'knowledge', pin: 'knowledge', totp: 'possession', backup: 'possession', activation_code: 'possession' };
+  var LABEL = { password: 'password', pin: 'PIN', totp: 'authenticator app', backup: 'a backup code', activation_code: 'activation code' };
+  var ORDER = ['password', 'totp', 'pin', 'backup'];
+  var chosen = '';
 
   function authState() {
     return api('POST', '/auth', { form: { intent: intent } }).then(function (r) {
@@ -92,15 +96,31 @@ export const APP_JS = String.raw`(function () {
       if (st.Authorized && st.IntegrityLevel >= target) return finish(st);
       show($('step-email'), false); show($('step-done'), false); show($('step-factors'), true);
       $('who-email').textContent = st.Email;
+      // One factor at a time: prefer one of a kind not proven yet (that is what raises the level).
+      var provenKinds = st.Proven.map(function (f) { return KIND[f]; });
+      var ordered = ORDER.filter(function (f) { return st.Factors.indexOf(f) >= 0; });
+      var useful = ordered.filter(function (f) { return provenKinds.indexOf(KIND[f]) < 0; });
+      var choices = useful.length ? useful : ordered;
+      if (choices.indexOf(chosen) < 0) chosen = choices[0] || '';
       var first = null;
       Object.keys(FACTOR_FORMS).forEach(function (k) {
-        var on = st.Factors.indexOf(k) >= 0;
+        var on = k === chosen;
         show($(FACTOR_FORMS[k]), on);
-        if (on && !first) first = $(FACTOR_FORMS[k]).querySelector('input');
+        if (on) first = $(FACTOR_FORMS[k]).querySelector('input');
+      });
+      var others = $('other-ways');
+      others.textContent = '';
+      choices.filter(function (f) { return f !== chosen; }).forEach(function (f) {
+        var b = document.createElement('button');
+        b.type = 'button';
+        b.className = 'secondary';
+        b.textContent = 'Use ' + LABEL[f] + ' instead';
+        b.addEventListener('click', function () { chosen = f; renderSignin(); });
+        others.appendChild(b);
       });
       show($('f-activation'), false);
       show($('no-factor'), st.Factors.length === 0);
-      $('progress').textContent = 'Verified: ' + (st.Proven.length ? st.Proven.join(', ') : 'nothing yet') + '.';
+      $('progress').textContent = 'Verified: ' + (st.Proven.length ? st.Proven.map(function (f) { return LABEL[f] || f; }).join(', ') : 'nothing yet') + '.';
       if (first) first.focus();
     });
   }

@@ -66,7 +66,7 @@ export function signinPage(
     main: `
 <section class="card" aria-labelledby="h-signin">
   <h1 id="h-signin">Sign in</h1>
-  <p class="lead">to continue to ${esc(returnUrl ? new URL(returnUrl, 'http://x').host || tenant : tenant)}</p>
+  <p class="lead">to continue to ${esc(/^https?:/.test(returnUrl) ? new URL(returnUrl).host : tenant)}</p>
   ${returnRefused ? '<p class="alert error">The page that sent you here is not on the list of allowed return addresses, so you will stay on this site after signing in.</p>' : ''}
   <div id="step-email" hidden>
     <form id="f-email">
@@ -84,6 +84,7 @@ export function signinPage(
     ${factorForm('f-totp', 'Code from your authenticator app', '<input id="totp" name="code" inputmode="numeric" autocomplete="one-time-code" pattern="[0-9 ]*" maxlength="7" required>', 'totp', 'Verify code', 'Open your authenticator app and type the 6-digit code.')}
     ${factorForm('f-backup', 'Backup code', '<input id="backup" name="code" autocomplete="off" required>', 'backup', 'Use backup code', 'Each backup code works once.')}
     ${factorForm('f-activation', 'Activation code', '<input id="activation" name="code" autocomplete="off" required>', 'activation', 'Activate')}
+    <div id="other-ways" class="row"></div>
     <p id="no-factor" class="alert error" hidden>No sign-in method is set up for this account. Ask an administrator to set a password.</p>
   </div>
   <div id="step-done" hidden>
@@ -181,7 +182,7 @@ export function debugPage(tenant: string): string {
   <h2 id="h-req">Request</h2>
   <form id="d-form">
     <div class="row">
-      <div style="flex:0 0 8rem"><label for="d-method">Method</label>
+      <div class="narrow"><label for="d-method">Method</label>
         <select id="d-method"><option>GET</option><option>POST</option><option>PUT</option><option>DELETE</option><option>HEAD</option></select></div>
       <div><label for="d-path">Path</label><input id="d-path" value="/users/me" spellcheck="false" required></div>
     </div>

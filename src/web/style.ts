@@ -43,7 +43,9 @@ button.block { width: 100%; }
 .alert { border-radius: 8px; padding: .7rem .9rem; margin: 0 0 1rem; font-size: .95rem; }
 .alert.error { background: var(--bad-bg); color: var(--bad); }
 .alert.ok { background: var(--good-bg); color: var(--good); }
-.factor + .factor { border-top: 1px solid var(--line); margin-top: 1.25rem; padding-top: .25rem; }
+.row > .narrow { flex: 0 0 8rem; }
+#other-ways { margin-top: .25rem; }
+#other-ways button { flex: 0 1 auto; font-size: .9rem; padding: .45rem .8rem; }
 .badge { display: inline-block; font-size: .78rem; padding: .1rem .5rem; border-radius: 99px;
   background: var(--bg); border: 1px solid var(--line); color: var(--muted); }
 .badge.on { background: var(--good-bg); color: var(--good); border-color: transparent; }

@@ -2,7 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { backends, startTestService, type TestService } from '../helpers.js';
 
 /** The return URL the page will send the browser to (data-return), '' when refused. */
-const returnOf = (html: string) => /data-return="([^"]*)"/.exec(html)?.[1]?.replace(/&amp;/g, '&') ?? 'MISSING';
+const returnOf = (html: string) =>
+  /data-return="([^"]*)"/.exec(html)?.[1]?.replace(/&amp;/g, '&') ?? 'MISSING';
 
 describe.each(backends())('sign-in pages on %s', (backend) => {
   let s: TestService;
@@ -34,12 +35,22 @@ describe.each(backends())('sign-in pages on %s', (backend) => {
     const js = await s.req({ url: '/signin/assets/app.js', key: '' });
     expect(js.statusCode).toBe(200);
     expect(js.headers['content-type']).toMatch(/^text\/javascript/);
-    expect((await s.req({ url: '/signin/assets/style.css', key: '' })).headers['content-type']).toMatch(/^text\/css/);
+    expect((await s.req({ url: '/signin/assets/style.css', key: '' })).headers['content-type']).toMatch(
+      /^text\/css/,
+    );
   });
 
   it('return URLs: allowed origins and own paths only; open-redirect attempts are dropped', async () => {
     const get = async (ret: string) =>
-      returnOf((await s.req({ url: `/signin?return=${encodeURIComponent(ret)}`, key: '', headers: { host: 'id.example.org' } })).body);
+      returnOf(
+        (
+          await s.req({
+            url: `/signin?return=${encodeURIComponent(ret)}`,
+            key: '',
+            headers: { host: 'id.example.org' },
+          })
+        ).body,
+      );
     expect(await get('https://app.example.com/after?x=1')).toBe('https://app.example.com/after?x=1');
     expect(await get('/signin/enroll')).toBe('/signin/enroll');
     expect(await get('http://id.example.org/x')).toBe('http://id.example.org/x');
