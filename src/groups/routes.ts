@@ -18,6 +18,7 @@ import {
   rolesOf,
 } from './lifecycle.js';
 import { Membership, membershipId } from './membership.js';
+import { registerGroupPages } from './pages.js';
 import { reportStream } from './report.js';
 import type { MemberOp } from './states.js';
 import { rowsFor } from './states.js';
@@ -146,6 +147,7 @@ export function registerGroupRoutes(app: FastifyInstance, ctx: ServiceContext) {
 
   app.register(async (sub) => {
     addFormParser(sub);
+    registerGroupPages(sub, ctx);
 
     // Literal paths: find-my-way prefers them to /groups/:id, whatever the registration order.
     sub.get('/groups/report.csv', async (req, reply) => {

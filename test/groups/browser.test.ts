@@ -1,0 +1,124 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { type Browser, chromium } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadServiceConfig } from '../../src/config/index.js';
+import { checkMembership } from '../../src/groups/check.js';
+import { backends, startTestService, type TestService } from '../helpers.js';
+import { create } from './fixture.js';
+
+const CHROMIUM = '/usr/bin/chromium';
+const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'];
+
+describe.each(backends())('access request in headless Chromium on %s', (backend) => {
+  let s: TestService;
+  let browser: Browser;
+  let base: string;
+  let app: Server;
+  let appOrigin: string;
+  beforeAll(async () => {
+    s = await startTestService(backend);
+    base = await s.app.listen({ port: 0, host: '127.0.0.1' });
+    // The application the user came from: the access request returns there.
+    app = createServer((req, res) => {
+      res.writeHead(200, { 'content-type': 'text/html' });
+      res.end(`<h1 id="landed">landed at ${req.url}</h1>`);
+    });
+    await new Promise<void>((r) => app.listen(0, '127.0.0.1', r));
+    appOrigin = `http://127.0.0.1:${(app.address() as AddressInfo).port}`;
+    const tenant = await s.req({ method: 'GET', url: '/tenant' });
+    const put = await s.req({
+      method: 'PUT',
+      url: '/tenant',
+      headers: { 'if-match': tenant.headers.etag as string },
+      payload: { ...(tenant.json() as Record<string, unknown>), AllowedReturnOrigins: [appOrigin] },
+    });
+    expect(put.statusCode, put.body).toBe(204);
+    browser = await chromium.launch({ executablePath: CHROMIUM, args: ARGS });
+  });
+  afterAll(async () => {
+    await browser?.close();
+    await new Promise((r) => app?.close(r));
+    await s?.close();
+  });
+
+  async function userWithPassword(email: string) {
+    const res = await s.req({ method: 'POST', url: '/users', payload: { Email: email, Active: true } });
+    const id = res.headers['x-id'] as string;
+    const password = `pw-${id}-long-enough`;
+    const pw = await s.req({
+      method: 'PUT',
+      url: `/auth/enroll/password?user=${id}`,
+      payload: { Password: password },
+    });
+    expect(pw.statusCode, pw.body).toBe(204);
+    return { id, email, password };
+  }
+
+  /** A browser context signed in through the sign-in API (its cookies land in the context). */
+  async function signedInContext(u: { email: string; password: string }) {
+    const context = await browser.newContext();
+    const headers = { 'x-requested-with': 'playwright' };
+    const e = await context.request.post(`${base}/auth/email`, { form: { email: u.email }, headers });
+    expect(e.status()).toBe(204);
+    const p = await context.request.post(`${base}/auth/password`, {
+      form: { password: u.password },
+      headers,
+    });
+    expect(p.status()).toBe(204);
+    return context;
+  }
+
+  it('a user requests access, an approver approves in another context, the user activates and lands on next', async () => {
+    const approver = await userWithPassword(`approver-${backend}@example.com`);
+    const user = await userWithPassword(`user-${backend}@example.com`);
+    const g = await create(s, 'groups', {
+      Name: 'Payroll, "EU"',
+      RequiresApproval: true,
+      RequiresActivation: true,
+      Approvers: [approver.id],
+    });
+    // The proxy's access check says where to send the user.
+    const ctx = {
+      store: s.store,
+      db: s.db,
+      logger: s.app.log as never,
+      config: loadServiceConfig({ env: {} }),
+    };
+    const next = `${appOrigin}/payroll?month=11`;
+    const denied = await checkMembership(ctx, user.id, [g], 'and', { next });
+    expect(denied.StatusCode).toBe(403);
+    expect(denied.Location).toBe(`/signin/groups/${g}?next=${encodeURIComponent(next)}`);
+
+    const userContext = await signedInContext(user);
+    const page = await userContext.newPage();
+    await page.goto(`${base}${denied.Location}`);
+    expect(await page.locator('h1').textContent()).toBe('Access to Payroll, "EU"');
+    await page.fill('#reason', 'month-end close, ticket 7');
+    await page.click('#request');
+    await page.waitForSelector('#state[data-state="requested"]');
+
+    const approverContext = await signedInContext(approver);
+    const ap = await approverContext.newPage();
+    await ap.goto(`${base}/signin/approvals`);
+    const row = ap.locator(`tr[data-user="${user.id}"]`);
+    expect(await row.locator('td').nth(2).textContent()).toBe('month-end close, ticket 7');
+    await row.locator('input[name="reason"]').fill('approved for November');
+    await row.locator('button[value="approve"]').click();
+    await ap.waitForSelector('#done');
+    expect(await ap.locator('#empty').count()).toBe(1);
+
+    await page.reload();
+    await page.waitForSelector('#state[data-state="approved"]');
+    await page.click('#activate');
+    await page.waitForURL(next);
+    expect(await page.locator('#landed').textContent()).toBe('landed at /payroll?month=11');
+
+    const granted = await checkMembership(ctx, user.id, [g], 'and', { next });
+    expect(granted.StatusCode).toBe(200);
+    const report = await s.req({ method: 'GET', url: '/groups/report.csv' });
+    expect(report.body).toContain('approved for November');
+    await userContext.close();
+    await approverContext.close();
+  });
+});

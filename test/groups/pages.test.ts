@@ -1,0 +1,150 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Membership } from '../../src/groups/membership.js';
+import { Browser } from '../auth/client.js';
+import { backends, startTestService, type TestService } from '../helpers.js';
+import { create } from './fixture.js';
+
+/** A user with a password, and a browser stand-in signed in as them (one factor). */
+async function signedInUser(s: TestService, email: string, extra: Record<string, unknown> = {}) {
+  const res = await s.req({
+    method: 'POST',
+    url: '/users',
+    payload: { Email: email, Active: true, ...extra },
+  });
+  expect(res.statusCode, res.body).toBe(201);
+  const id = res.headers['x-id'] as string;
+  const password = `pw-${id}-long-enough`;
+  const pw = await s.req({
+    method: 'PUT',
+    url: `/auth/enroll/password?user=${id}`,
+    payload: { Password: password },
+  });
+  expect(pw.statusCode, pw.body).toBe(204);
+  const b = new Browser(s);
+  expect((await b.post('/auth/email', { email })).statusCode).toBe(204);
+  expect((await b.post('/auth/password', { password })).statusCode).toBe(204);
+  return { id, b };
+}
+
+describe.each(backends())('access-request pages on %s', (backend) => {
+  let s: TestService;
+  beforeAll(async () => {
+    s = await startTestService(backend);
+    const tenant = await s.req({ method: 'GET', url: '/tenant' });
+    const put = await s.req({
+      method: 'PUT',
+      url: '/tenant',
+      headers: { 'if-match': tenant.headers.etag as string },
+      payload: {
+        ...(tenant.json() as Record<string, unknown>),
+        AllowedReturnOrigins: ['https://app.example.com'],
+      },
+    });
+    expect(put.statusCode, put.body).toBe(204);
+  });
+  afterAll(async () => s?.close());
+
+  it('walks a request, an approval and an activation that returns to next', async () => {
+    const approver = await signedInUser(s, 'boss@example.com');
+    const user = await signedInUser(s, 'worker@example.com');
+    const g = await create(s, 'groups', {
+      Name: '<script>alert(1)</script> ops',
+      Description: 'Production "ops" & more',
+      RequiresApproval: true,
+      RequiresActivation: true,
+      Approvers: [approver.id],
+    });
+    const next = 'https://app.example.com/after?x=1';
+    const url = `/signin/groups/${g}?next=${encodeURIComponent(next)}`;
+    // Not signed in: to the sign-in page, which comes back here.
+    const anon = await new Browser(s).req({ url });
+    expect(anon.statusCode).toBe(303);
+    expect(anon.headers.location).toBe(`/signin?return=${encodeURIComponent(`http://localhost:80${url}`)}`);
+    // Signed in: the group, escaped, with a request form.
+    const view = await user.b.req({ url });
+    expect(view.statusCode).toBe(200);
+    expect(view.headers['content-type']).toMatch(/^text\/html/);
+    expect(view.headers['content-security-policy']).toContain("frame-ancestors 'none'");
+    expect(view.body).toContain('&lt;script&gt;alert(1)&lt;/script&gt; ops');
+    expect(view.body).not.toContain('<script>');
+    expect(view.body).toContain('data-state="none"');
+    expect(view.body).toContain(`name="next" value="${next.replace('&', '&amp;')}"`);
+    // Ask with a reason.
+    const ask = await user.b.post(`/signin/groups/${g}`, {
+      action: 'request',
+      reason: 'deploy <today>',
+      next,
+    });
+    expect(ask.statusCode, ask.body).toBe(303);
+    expect(ask.headers.location).toBe(url);
+    expect((await user.b.req({ url })).body).toContain('data-state="requested"');
+    // Activating early is refused with a page naming the state.
+    const early = await user.b.post(`/signin/groups/${g}`, { action: 'activate', next });
+    expect(early.statusCode).toBe(409);
+    expect(early.headers['content-type']).toMatch(/^text\/html/);
+    expect(early.body).toContain('requested');
+    // The user is no approver of their own request; the approver sees it and approves.
+    expect((await user.b.req({ url: '/signin/approvals' })).body).toContain('id="empty"');
+    const list = await approver.b.req({ url: '/signin/approvals' });
+    expect(list.statusCode).toBe(200);
+    expect(list.body).toContain('worker@example.com');
+    expect(list.body).toContain('deploy &lt;today&gt;');
+    const mine = await user.b.post('/signin/approvals', { group: g, user: user.id, action: 'approve' });
+    expect(mine.statusCode).toBe(403);
+    const ok = await approver.b.post('/signin/approvals', {
+      group: g,
+      user: user.id,
+      action: 'approve',
+      reason: 'fine',
+    });
+    expect(ok.statusCode).toBe(303);
+    expect(ok.headers.location).toBe('/signin/approvals?done=approve');
+    expect((await approver.b.req({ url: '/signin/approvals' })).body).toContain('id="empty"');
+    // Activate: back to next.
+    const act = await user.b.post(`/signin/groups/${g}`, { action: 'activate', next });
+    expect(act.statusCode).toBe(303);
+    expect(act.headers.location).toBe(next);
+    const m = await s.store.get(Membership, `${g}.${user.id}`);
+    expect(m?.doc).toMatchObject({
+      State: 'active',
+      Reason: 'deploy <today>',
+      LastChange: { Via: 'session' },
+    });
+    expect((m?.doc.Approval as Record<string, string> | undefined)?.ByUserID).toBe(approver.id);
+  });
+
+  it('never follows a next URL off the allow-list, and refuses cross-site posts', async () => {
+    const user = await signedInUser(s, 'roamer@example.com');
+    const g = await create(s, 'groups', { Name: 'open-door' });
+    const evil = 'https://evil.example.net/phish';
+    const view = await user.b.req({ url: `/signin/groups/${g}?next=${encodeURIComponent(evil)}` });
+    expect(view.body).toContain('not on this service');
+    for (const bad of [evil, '//evil.example.net/', 'javascript:alert(1)']) {
+      const post = await user.b.post(`/signin/groups/${g}`, { action: 'request', next: bad });
+      expect(post.statusCode).toBe(303);
+      expect(post.headers.location).toBe(`/signin/groups/${g}?next=${encodeURIComponent(bad)}`);
+      await s.req({ method: 'DELETE', url: `/groups/${g}/members/${user.id}` });
+    }
+    // A form posted from another site: no X-Requested-With, foreign Origin.
+    const cross = await user.b.req({
+      method: 'POST',
+      url: `/signin/groups/${g}`,
+      form: { action: 'request' },
+      headers: { 'x-requested-with': '', origin: 'https://evil.example.net' },
+    });
+    expect(cross.statusCode).toBe(403);
+    expect(cross.headers['x-error-code']).toBe('CSRF Check Failed');
+    expect(await s.store.get(Membership, `${g}.${user.id}`)).toBeUndefined();
+    // A plain user may not decide on others' requests.
+    const other = await signedInUser(s, 'other@example.com');
+    const locked = await create(s, 'groups', { Name: 'locked', RequiresApproval: true });
+    await other.b.post(`/signin/groups/${locked}`, { action: 'request' });
+    const denied = await user.b.post('/signin/approvals', {
+      group: locked,
+      user: other.id,
+      action: 'approve',
+    });
+    expect(denied.statusCode).toBe(403);
+    expect((await s.store.get(Membership, `${locked}.${other.id}`))?.doc.State).toBe('requested');
+  });
+});
