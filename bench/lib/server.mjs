@@ -1,0 +1,133 @@
+// Starting and stopping `gatehouse serve` as a child process for benchmarks.
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+
+/** A TCP port on 127.0.0.1 that was free a moment ago (the OS picks it). */
+export function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+/** stop() of every server started and not yet exited, so an interrupted benchmark can end them. */
+export const liveServers = new Set();
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/** Runs `npm run build` when dist/ has no CLI yet. */
+export async function ensureBuilt(root, log) {
+  if (existsSync(join(root, 'dist/cli/main.js'))) return;
+  log('dist/cli/main.js is missing: running npm run build');
+  await new Promise((resolve, reject) => {
+    const p = spawn('npm', ['run', 'build'], { cwd: root, stdio: ['ignore', 'inherit', 'inherit'] });
+    p.on('error', reject);
+    p.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`npm run build exited with ${code}`))));
+  });
+}
+
+const KEY = /^gv[A-Za-z0-9]{54}$/;
+
+/**
+ * Starts `node dist/cli/main.js serve` on a new database and a free loopback port, reads the
+ * admin API key printed on first start (third line of stdout, indented), and waits until
+ * GET /healthz answers. Returns { url, key, pid, stderr(), stop() }.
+ */
+export async function startServer({ root, database, logLevel = 'warn', timeoutMs = 30_000 }) {
+  const port = await freePort();
+  const listen = `127.0.0.1:${port}`;
+  const child = spawn(
+    process.execPath,
+    [
+      join(root, 'dist/cli/main.js'),
+      'serve',
+      '--database',
+      database,
+      '--listen',
+      listen,
+      '--log-level',
+      logLevel,
+    ],
+    { cwd: root, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env } },
+  );
+  let out = '';
+  let err = '';
+  let exited = null;
+  child.stdout.setEncoding('utf8').on('data', (d) => {
+    out += d;
+  });
+  child.stderr.setEncoding('utf8').on('data', (d) => {
+    // Keep the tail only: a benchmark run must not accumulate unbounded logs.
+    err = (err + d).slice(-20_000);
+  });
+  const exitPromise = new Promise((resolve) => {
+    child.on('exit', (code, signal) => {
+      exited = { code, signal };
+      resolve(exited);
+    });
+  });
+  child.on('error', (e) => {
+    err += `\nspawn error: ${e.message}`;
+  });
+
+  // SIGTERM (graceful shutdown), SIGKILL after 10 s; the same promise for every caller.
+  let stopping;
+  const stop = () => {
+    stopping ??= (async () => {
+      if (exited) return exited;
+      child.kill('SIGTERM');
+      const res = await Promise.race([exitPromise, sleep(10_000).then(() => undefined)]);
+      if (res) return res;
+      child.kill('SIGKILL');
+      return exitPromise;
+    })();
+    return stopping;
+  };
+  liveServers.add(stop);
+  exitPromise.then(() => liveServers.delete(stop));
+  const fail = async (msg) => {
+    await stop();
+    throw new Error(`${msg}\n--- server stdout ---\n${out}\n--- server stderr ---\n${err}`);
+  };
+
+  const deadline = Date.now() + timeoutMs;
+  let key;
+  while (!key) {
+    if (exited) await fail(`the server exited early (${JSON.stringify(exited)})`);
+    if (Date.now() > deadline) await fail('timed out waiting for the admin key on stdout');
+    const lines = out.split('\n');
+    if (lines.length > 3 || (lines.length === 3 && out.endsWith('\n'))) {
+      key = lines[2]?.trim();
+      if (!KEY.test(key ?? '') || !lines[2]?.startsWith(' ')) {
+        await fail(`the third line of stdout is not an indented API key: ${JSON.stringify(lines[2])}`);
+      }
+    } else await sleep(20);
+  }
+  const url = `http://${listen}`;
+  while (true) {
+    if (exited) await fail(`the server exited early (${JSON.stringify(exited)})`);
+    if (Date.now() > deadline) await fail('timed out waiting for GET /healthz');
+    try {
+      const res = await fetch(`${url}/healthz`);
+      await res.arrayBuffer();
+      if (res.ok) break;
+    } catch {
+      // not listening yet
+    }
+    await sleep(50);
+  }
+  return {
+    url,
+    key,
+    pid: child.pid,
+    stderr: () => err,
+    exited: () => exited,
+    stop,
+  };
+}
