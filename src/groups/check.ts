@@ -36,12 +36,6 @@ export async function signinBase(ctx: ServiceContext): Promise<string> {
   return url.replace(/\/+$/, '');
 }
 
-/** The origins sign-in pages may send people back to (Tenant.AllowedReturnOrigins). */
-export async function allowedReturnOrigins(ctx: ServiceContext): Promise<string[]> {
-  const tenant = await ctx.store.get(Tenant, TENANT_ID);
-  return Array.isArray(tenant?.doc.AllowedReturnOrigins) ? (tenant.doc.AllowedReturnOrigins as string[]) : [];
-}
-
 /**
  * Is `next` a URL we may send a browser to: an absolute http(s) URL on an allowed origin, or a
  * path on this service ("/..." but not "//..." nor "/\...")? Returns the normalized URL or undefined.
@@ -73,6 +67,9 @@ export const requestPage = (base: string, groupId: string, next?: string) =>
  *   expiry is applied lazily here and by a periodic sweep), and the caller's session integrity
  *   level (default 0) reaches the group's IntegrityLevel.
  * - `next` is carried in every Location (the page checks it against the allow-list).
+ * - Location is absolute when Tenant.SigninURL or server.signinurl is set; otherwise it is the
+ *   path /signin/groups/:id on this service, prefixed with `origin` when the caller gives it
+ *   (the service's own origin as the browser reaches it).
  * Unknown user: 404. Unknown group: an entry with StatusCode 404 (the check is not satisfied).
  */
 export async function checkMembership(
@@ -80,7 +77,7 @@ export async function checkMembership(
   userId: string,
   groupIds: readonly string[],
   op: 'and' | 'or',
-  opts: { next?: string; integrityLevel?: number } = {},
+  opts: { next?: string; integrityLevel?: number; origin?: string } = {},
 ): Promise<CheckResult> {
   const ids = [...new Set(groupIds)];
   if (ids.length === 0)
@@ -97,7 +94,8 @@ export async function checkMembership(
   if (!user) throw new ApiError('NotFound', `User ${userId} does not exist`);
   const usable = userUsable(user.doc);
   const level = opts.integrityLevel ?? 0;
-  const base = await signinBase(ctx);
+  let base = await signinBase(ctx);
+  if (base.startsWith('/') && opts.origin) base = `${opts.origin.replace(/\/+$/, '')}${base}`;
   const results: CheckEntry[] = [];
   for (const gid of ids) {
     const g = await ctx.store.get(Group, gid);

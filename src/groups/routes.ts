@@ -192,6 +192,7 @@ export function registerGroupRoutes(app: FastifyInstance, ctx: ServiceContext) {
       const result = await checkMembership(ctx, user, groups as string[], op, {
         ...(next !== undefined ? { next } : {}),
         ...(level !== undefined ? { integrityLevel: level as number } : {}),
+        origin: `${req.protocol}://${req.host}`,
       });
       return reply.code(200).type('application/json').send(JSON.stringify(result));
     });

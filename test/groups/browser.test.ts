@@ -86,13 +86,15 @@ describe.each(backends())('access request in headless Chromium on %s', (backend)
       config: loadServiceConfig({ env: {} }),
     };
     const next = `${appOrigin}/payroll?month=11`;
-    const denied = await checkMembership(ctx, user.id, [g], 'and', { next });
-    expect(denied.StatusCode).toBe(403);
-    expect(denied.Location).toBe(`/signin/groups/${g}?next=${encodeURIComponent(next)}`);
+    const relative = await checkMembership(ctx, user.id, [g], 'and', { next });
+    expect(relative.StatusCode).toBe(403);
+    expect(relative.Location).toBe(`/signin/groups/${g}?next=${encodeURIComponent(next)}`);
+    const denied = await checkMembership(ctx, user.id, [g], 'and', { next, origin: base });
+    expect(denied.Location).toBe(`${base}/signin/groups/${g}?next=${encodeURIComponent(next)}`);
 
     const userContext = await signedInContext(user);
     const page = await userContext.newPage();
-    await page.goto(`${base}${denied.Location}`);
+    await page.goto(denied.Location as string);
     expect(await page.locator('h1').textContent()).toBe('Access to Payroll, "EU"');
     await page.fill('#reason', 'month-end close, ticket 7');
     await page.click('#request');
