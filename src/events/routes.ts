@@ -1,8 +1,12 @@
+import type { IncomingMessage } from 'node:http';
 import fastifyWebsocket from '@fastify/websocket';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { ServiceContext } from '../api/context.js';
 import { ApiError } from '../api/errors.js';
 import { principalOf } from '../api/objects.js';
+import { checkCsrf } from '../auth/session/authenticator.js';
+import { setSessionCookie } from '../auth/session/cookies.js';
+import { pendingCookies } from '../auth/session/sessions.js';
 import { EventHub, MAX_MESSAGE_BYTES } from './hub.js';
 
 declare module 'fastify' {
@@ -39,9 +43,28 @@ export async function registerEventRoutes(app: FastifyInstance, ctx: ServiceCont
       socket.terminate();
     },
   });
+  // The 101 response is written by ws, not by Fastify: carry over the cookies the request set
+  // (a session token rotated while authenticating must reach the browser, or it is signed out).
+  const replies = new WeakMap<IncomingMessage, FastifyReply>();
+  app.websocketServer.on('headers', (headers: string[], raw: IncomingMessage) => {
+    const set = replies.get(raw)?.getHeader('set-cookie');
+    for (const c of set === undefined ? [] : Array.isArray(set) ? set : [set])
+      headers.push(`Set-Cookie: ${c}`);
+  });
   app.route({
     method: 'GET',
     url: '/events',
+    preHandler: async (req, reply) => {
+      // Cookies ride along on cross-site websocket handshakes (no CORS for websockets): a
+      // session-authenticated stream must come from our own origin (cross-site websocket hijacking).
+      if (req.principal?.via === 'session') checkCsrf(req);
+      const token = pendingCookies.get(req);
+      if (token) {
+        pendingCookies.delete(req);
+        setSessionCookie(req, reply, token);
+      }
+      replies.set(req.raw, reply);
+    },
     handler: async () => {
       throw new ApiError('UpgradeRequired', 'GET /events is a websocket: open it with a websocket client', {
         headers: { Upgrade: 'websocket' },
