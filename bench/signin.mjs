@@ -1,0 +1,155 @@
+#!/usr/bin/env node
+// Sign-in benchmark (issue 4): password sign-ins per second through the form endpoints
+// (POST /auth/email + POST /auth/password, as a browser does), and the argon2id cost behind them.
+// Usage: node bench/signin.mjs [--duration 10] [--connections 4] [--no-build] [--json file]
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { machineInfo } from './lib/machine.mjs';
+import { startServer } from './lib/server.mjs';
+
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
+const { values: opt } = parseArgs({
+  options: {
+    duration: { type: 'string', default: '10' },
+    connections: { type: 'string', default: '4' },
+    'no-build': { type: 'boolean', default: false },
+    json: { type: 'string' },
+    help: { type: 'boolean', default: false },
+  },
+});
+if (opt.help) {
+  console.log(`node bench/signin.mjs [--duration <s>] [--connections <n>] [--no-build] [--json <file>]
+
+Builds dist/ (unless --no-build), starts \`gatehouse serve\` on a new SQLite database, creates a
+user with a password, then for <duration> seconds <connections> clients each repeat a full
+sign-in: POST /auth/email, then POST /auth/password with the session cookie (204 each).
+Reports sign-ins per second, latency percentiles and the argon2id parameters and cost.`);
+  process.exit(0);
+}
+const DURATION_MS = Number(opt.duration) * 1000;
+const CONNECTIONS = Number(opt.connections);
+const log = (m) => process.stderr.write(`${m}\n`);
+
+async function build() {
+  log('npm run build');
+  await new Promise((resolve, reject) => {
+    const p = spawn('npm', ['run', 'build'], { cwd: ROOT, stdio: ['ignore', 'inherit', 'inherit'] });
+    p.on('error', reject);
+    p.on('exit', (c) => (c === 0 ? resolve() : reject(new Error(`npm run build exited with ${c}`))));
+  });
+}
+
+const cookieOf = (res) =>
+  (res.headers.getSetCookie?.() ?? [])
+    .map((c) => c.split(';')[0])
+    .filter((c) => !c.endsWith('='))
+    .join('; ');
+
+async function form(url, fields, cookie) {
+  const headers = { 'content-type': 'application/x-www-form-urlencoded', 'x-requested-with': 'bench' };
+  if (cookie) headers.cookie = cookie;
+  const res = await fetch(url, { method: 'POST', headers, body: new URLSearchParams(fields).toString() });
+  await res.arrayBuffer();
+  return res;
+}
+
+async function main() {
+  if (!opt['no-build']) await build();
+  const { ARGON2_OPTIONS } = await import(join(ROOT, 'dist/auth/hashing.js'));
+  const argon2 = await import('@node-rs/argon2');
+
+  // The cost of one hash and one verification, alone on an otherwise idle event loop.
+  const PW = 'benchmark password 1234';
+  const h = await argon2.hash(PW, ARGON2_OPTIONS);
+  const times = [];
+  for (let i = 0; i < 20; i++) {
+    const t = performance.now();
+    await argon2.verify(h, PW);
+    times.push(performance.now() - t);
+  }
+  times.sort((a, b) => a - b);
+  const verifyMs = times[Math.floor(times.length / 2)];
+
+  const dir = mkdtempSync(join(tmpdir(), 'gatehouse-bench-signin-'));
+  const server = await startServer({ root: ROOT, database: join(dir, 'bench.db') });
+  try {
+    const admin = { authorization: `Bearer ${server.key}`, 'content-type': 'application/json' };
+    const u = await fetch(`${server.url}/users`, {
+      method: 'POST',
+      headers: admin,
+      body: JSON.stringify({ Email: 'bench@example.com', Active: true }),
+    });
+    const id = u.headers.get('x-id');
+    const set = await fetch(`${server.url}/auth/enroll/password?user=${id}`, {
+      method: 'PUT',
+      headers: admin,
+      body: JSON.stringify({ Password: PW }),
+    });
+    if (set.status !== 204) throw new Error(`setting the password: ${set.status} ${await set.text()}`);
+
+    const lat = [];
+    let ok = 0;
+    let failed = 0;
+    const statuses = {};
+    const end = Date.now() + DURATION_MS;
+    const worker = async () => {
+      while (Date.now() < end) {
+        const t = performance.now();
+        const e = await form(`${server.url}/auth/email`, { email: 'bench@example.com' });
+        const p =
+          e.status === 204 ? await form(`${server.url}/auth/password`, { password: PW }, cookieOf(e)) : e;
+        statuses[p.status] = (statuses[p.status] ?? 0) + 1;
+        if (p.status === 204) {
+          ok++;
+          lat.push(performance.now() - t);
+        } else failed++;
+      }
+    };
+    const started = performance.now();
+    await Promise.all(Array.from({ length: CONNECTIONS }, worker));
+    const seconds = (performance.now() - started) / 1000;
+    lat.sort((a, b) => a - b);
+    const pct = (p) => (lat.length ? lat[Math.min(lat.length - 1, Math.floor((p / 100) * lat.length))] : NaN);
+    const result = {
+      signinsPerSecond: Math.round((ok / seconds) * 10) / 10,
+      signins: ok,
+      failed,
+      statuses,
+      seconds: Math.round(seconds * 10) / 10,
+      connections: CONNECTIONS,
+      latencyMs: { p50: Math.round(pct(50)), p90: Math.round(pct(90)), p99: Math.round(pct(99)) },
+      argon2id: { ...ARGON2_OPTIONS, verifyMedianMs: Math.round(verifyMs * 10) / 10 },
+      machine: machineInfo(),
+    };
+    console.log(`
+## Benchmark: password sign-ins (bench/signin.mjs)
+
+| Measure | Value |
+|---|---|
+| Sign-ins per second (e-mail + password, ${CONNECTIONS} clients, ${result.seconds} s) | ${result.signinsPerSecond} |
+| Sign-ins completed / failed | ${ok} / ${failed} |
+| Latency of one sign-in p50 / p90 / p99 | ${result.latencyMs.p50} / ${result.latencyMs.p90} / ${result.latencyMs.p99} ms |
+| argon2id parameters | m=${ARGON2_OPTIONS.memoryCost} KiB, t=${ARGON2_OPTIONS.timeCost}, p=${ARGON2_OPTIONS.parallelism} |
+| One argon2id verification (median, idle) | ${result.argon2id.verifyMedianMs} ms |
+
+Machine: nproc ${result.machine.nproc}, ${result.machine.cpuModel}, ${result.machine.memTotalGiB} GiB, Node ${result.machine.node}, ${result.machine.os}, load average ${result.machine.loadAvg.join(' ')}.
+\`free -h\`:
+\`\`\`
+${result.machine.free}
+\`\`\``);
+    if (opt.json) writeFileSync(opt.json, JSON.stringify(result, null, 2));
+    if (failed > 0) process.exitCode = 1;
+  } finally {
+    await server.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+main().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});
