@@ -1,7 +1,7 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import SQLite from 'better-sqlite3';
-import { type Generated, Kysely, PostgresDialect, SqliteDialect } from 'kysely';
+import { type Generated, Kysely, PostgresDialect, type SqliteDatabase, SqliteDialect } from 'kysely';
 import pg from 'pg';
 
 export interface ObjectsTable {
@@ -51,6 +51,27 @@ export interface Db {
   close(): Promise<void>;
 }
 
+/**
+ * Kysely prepares a statement for every query; preparing costs more than running a primary-key
+ * lookup. Statements are reusable, and Kysely runs one query at a time per SQLite connection, so
+ * the same SQL text can share one. Bounded, because filters make list SQL vary.
+ */
+function cachingStatements(sqlite: SQLite.Database): SqliteDatabase {
+  const cache = new Map<string, SQLite.Statement>();
+  return {
+    close: () => sqlite.close(),
+    prepare(sql: string) {
+      let stmt = cache.get(sql);
+      if (!stmt) {
+        if (cache.size >= 512) cache.clear();
+        stmt = sqlite.prepare(sql);
+        cache.set(sql, stmt);
+      }
+      return stmt;
+    },
+  };
+}
+
 // int8 columns (sequence numbers, millisecond times) fit in a double.
 pg.types.setTypeParser(20, Number);
 
@@ -83,6 +104,8 @@ export function openDb(
   sqlite.pragma('synchronous = NORMAL');
   sqlite.pragma('busy_timeout = 5000');
   sqlite.pragma('foreign_keys = ON');
-  const kysely = new Kysely<Database>({ dialect: new SqliteDialect({ database: sqlite }) });
+  const kysely = new Kysely<Database>({
+    dialect: new SqliteDialect({ database: cachingStatements(sqlite) }),
+  });
   return { kysely, dialect: 'sqlite', describe: `sqlite ${location}`, close: () => kysely.destroy() };
 }

@@ -1,6 +1,6 @@
 import { randomBytes, randomInt } from 'node:crypto';
 import { EventEmitter } from 'node:events';
-import { type RawBuilder, sql, type Transaction } from 'kysely';
+import { type Compilable, CompiledQuery, type RawBuilder, sql, type Transaction } from 'kysely';
 import { ApiError } from '../api/errors.js';
 import { type Doc, normalize } from '../objects/fields.js';
 import type { Actor, ObjectType } from '../objects/type.js';
@@ -77,12 +77,16 @@ export class ObjectStore {
   }
 
   async get(type: ObjectType, id: string): Promise<StoredObject | undefined> {
-    const row = await this.k
-      .selectFrom('objects')
-      .select(['id', 'data', 'etag', 'create_time', 'modify_time'])
-      .where('type', '=', type.kind)
-      .where('id', '=', id)
-      .executeTakeFirst();
+    const [row] = await this.fixed<StoredRow>(
+      'get',
+      () =>
+        this.k
+          .selectFrom('objects')
+          .select(['id', 'data', 'etag', 'create_time', 'modify_time'])
+          .where('type', '=', '')
+          .where('id', '=', ''),
+      [type.kind, id],
+    );
     return row && toStored(row);
   }
 
@@ -103,14 +107,18 @@ export class ObjectStore {
     name: string,
     value: string,
   ): Promise<(StoredObject & { secret: Doc }) | undefined> {
-    const row = await this.k
-      .selectFrom('object_keys as k')
-      .innerJoin('objects as o', (j) => j.onRef('o.type', '=', 'k.type').onRef('o.id', '=', 'k.id'))
-      .select(['o.id', 'o.data', 'o.etag', 'o.create_time', 'o.modify_time', 'o.secret'])
-      .where('k.type', '=', type.kind)
-      .where('k.name', '=', name)
-      .where('k.value', '=', value)
-      .executeTakeFirst();
+    const [row] = await this.fixed<StoredRow & { secret: string | null }>(
+      'findByKey',
+      () =>
+        this.k
+          .selectFrom('object_keys as k')
+          .innerJoin('objects as o', (j) => j.onRef('o.type', '=', 'k.type').onRef('o.id', '=', 'k.id'))
+          .select(['o.id', 'o.data', 'o.etag', 'o.create_time', 'o.modify_time', 'o.secret'])
+          .where('k.type', '=', '')
+          .where('k.name', '=', '')
+          .where('k.value', '=', ''),
+      [type.kind, name, value],
+    );
     return row && { ...toStored(row), secret: parseSecret(row.secret) };
   }
 
@@ -309,6 +317,25 @@ export class ObjectStore {
 
   // ---- internals ------------------------------------------------------------------------------
 
+  private readonly fixedSql = new Map<string, string>();
+
+  /**
+   * Runs a query of fixed shape, building and compiling its SQL only once: on a primary-key
+   * lookup, Kysely's builder and compiler cost more than the database. `params` are given in the
+   * order the builder's placeholders appear.
+   */
+  private async fixed<R>(name: string, build: () => Compilable<unknown>, params: unknown[]): Promise<R[]> {
+    let text: string | undefined = this.fixedSql.get(name);
+    if (text === undefined) {
+      const compiled = build().compile();
+      if (compiled.parameters.length !== params.length)
+        throw new Error(`query ${name} takes ${compiled.parameters.length} parameters`);
+      text = compiled.sql;
+      this.fixedSql.set(name, text);
+    }
+    return (await this.k.executeQuery<R>(CompiledQuery.raw(text, params))).rows;
+  }
+
   private async write<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
     const result = await this.k.transaction().execute(async (tx) => {
       if (this.db.dialect === 'postgres') await sql`SELECT pg_advisory_xact_lock(${WRITE_LOCK})`.execute(tx);
@@ -485,13 +512,9 @@ export class ObjectStore {
   }
 }
 
-function toStored(row: {
-  id: string;
-  data: string;
-  etag: string;
-  create_time: number;
-  modify_time: number;
-}): StoredObject {
+type StoredRow = { id: string; data: string; etag: string; create_time: number; modify_time: number };
+
+function toStored(row: StoredRow): StoredObject {
   return {
     id: row.id,
     data: row.data,
