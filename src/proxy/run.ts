@@ -107,6 +107,7 @@ export async function startProxy(config: ProxyConfig, opts: StartProxyOptions): 
   }
 
   let heartbeat: NodeJS.Timeout | undefined;
+  let closed = false;
   const register = async () => {
     if (proxy.tokenProblem && !proxy.appId) return;
     try {
@@ -178,6 +179,8 @@ export async function startProxy(config: ProxyConfig, opts: StartProxyOptions): 
       return undefined;
     },
     async close() {
+      if (closed) return;
+      closed = true;
       if (heartbeat) clearInterval(heartbeat);
       server.closeIdleConnections?.();
       await Promise.all([close(server), redirect ? close(redirect) : undefined]);
