@@ -217,6 +217,43 @@ describe.each(backends())('group membership lifecycle on %s', (backend) => {
     expect((await op(s, 'add', g, alice.id, { key: '' })).statusCode).toBe(401);
   });
 
+  it('lets only one of two concurrent decisions win', async () => {
+    const g = await create(s, 'groups', { Name: 'race', RequiresApproval: true, Approvers: [approver.id] });
+    expect((await op(s, 'add', g, bob.id, { key: bob.key })).statusCode).toBe(201);
+    const results = await Promise.all([
+      op(s, 'approve', g, bob.id, { key: approver.key, reason: 'one' }),
+      op(s, 'approve', g, bob.id, { reason: 'two' }),
+      op(s, 'reject', g, bob.id, { key: syncKey, reason: 'three' }),
+    ]);
+    // Two approvals of the same request can never both succeed; the rejection is allowed from
+    // requested or active, so it always succeeds.
+    const approvals = results.slice(0, 2).filter((r) => r.statusCode === 200);
+    expect(approvals.length).toBeLessThanOrEqual(1);
+    expect(results[2]!.statusCode).toBe(200);
+    for (const r of results) expect([200, 409]).toContain(r.statusCode);
+    // The history is a single line of transitions, each from the state the previous one left.
+    const hist = jsonLines(
+      (await s.req({ method: 'GET', url: `/groups/${g}/members/${bob.id}/history` })).body,
+    );
+    const items = hist.map((l) => l.Item as { State: string; LastChange: { FromState: string } });
+    for (let i = 1; i < items.length; i++) expect(items[i]!.LastChange.FromState).toBe(items[i - 1]!.State);
+    expect(items.length).toBe(1 + results.filter((r) => r.statusCode === 200).length);
+  });
+
+  it('lets a decider reject someone who never asked (201), and remove a rejected member', async () => {
+    const g = await create(s, 'groups', {
+      Name: 'blocklist',
+      RequiresApproval: true,
+      Approvers: [approver.id],
+    });
+    const rej = await op(s, 'reject', g, bob.id, { key: approver.key, reason: 'not this one' });
+    expect(rej.statusCode).toBe(201);
+    expect(rej.json()).toMatchObject({ State: 'rejected', LastChange: { FromState: 'none' } });
+    expect((await op(s, 'add', g, bob.id, { key: bob.key })).statusCode).toBe(409);
+    expect((await op(s, 'remove', g, bob.id, { key: approver.key })).statusCode).toBe(204);
+    expect((await op(s, 'add', g, bob.id, { key: bob.key })).json().State).toBe('requested');
+  });
+
   it('validates the reason', async () => {
     const g = await create(s, 'groups', { Name: 'reasons', RequiresApproval: true });
     const long = await op(s, 'add', g, alice.id, { key: alice.key, reason: 'x'.repeat(1025) });
