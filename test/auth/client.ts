@@ -21,6 +21,7 @@ export class Browser {
     url: string;
     form?: Record<string, string | string[]>;
     json?: unknown;
+    payload?: string;
     headers?: Record<string, string>;
   }): Promise<LightMyRequestResponse> {
     const headers: Record<string, string> = { ...(o.headers ?? {}) };
@@ -28,7 +29,7 @@ export class Browser {
       headers.cookie = [...this.cookies].map(([k, v]) => `${k}=${v}`).join('; ');
     if (this.opts.csrf !== false && headers['x-requested-with'] === undefined)
       headers['x-requested-with'] = 'test';
-    let payload: string | undefined;
+    let payload: string | undefined = o.payload;
     if (o.form) {
       const p = new URLSearchParams();
       for (const [k, v] of Object.entries(o.form)) for (const x of Array.isArray(v) ? v : [v]) p.append(k, x);

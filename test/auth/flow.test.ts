@@ -64,6 +64,13 @@ describe.each(backends())('sign-in flow endpoints on %s', (backend) => {
     expect(twice.json().Field).toBe('email');
     const none = await b.post('/auth/email', {});
     expect(none.statusCode).toBe(400);
+    const charset = await b.req({
+      method: 'POST',
+      url: '/auth/email',
+      payload: `email=${encodeURIComponent(e)}`,
+      headers: { 'content-type': 'application/x-www-form-urlencoded; charset=UTF-8' },
+    });
+    expect(charset.statusCode, charset.body).toBe(204);
   });
 
   it('POST /auth/password: 204 raises the level, 403 wrong, 400 before e-mail; the API works with the session', async () => {

@@ -1,5 +1,6 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { hashSecret, verifySecret } from '../../src/auth/factors/secrets.js';
 import { signIntent } from '../../src/auth/intents.js';
 import { backends, startTestService, type TestService } from '../helpers.js';
 import { Browser, makeUser, signedIn } from './client.js';
@@ -224,6 +225,22 @@ describe.each(backends())('sign-in security on %s', (backend) => {
       await sql`ALTER TABLE auth_throttle_gone RENAME TO auth_throttle`.execute(s.db.kysely);
     }
     expect((await b.post('/auth/password', { password: PW })).statusCode).toBe(204);
+  });
+
+  it('timing: a user without the credential costs a full argon2id verification too', async () => {
+    const h = await hashSecret('the real secret');
+    const time = async (f: () => Promise<boolean>) => {
+      const t = performance.now();
+      expect(await f()).toBe(false);
+      return performance.now() - t;
+    };
+    await time(() => verifySecret(undefined, 'x')); // builds the dummy hash once
+    const wrong = await time(() => verifySecret(h, 'guess'));
+    const missing = await time(() => verifySecret(undefined, 'guess'));
+    // argon2id with m=19 MiB cannot finish in under 5 ms; a shortcut would take microseconds.
+    expect(wrong).toBeGreaterThan(5);
+    expect(missing).toBeGreaterThan(5);
+    expect(await verifySecret(h, 'the real secret')).toBe(true);
   });
 
   it('per-address regulation: many users guessed from one address hit 429', async () => {

@@ -9,7 +9,7 @@ import type { FactorKind } from '../integrity.js';
 import { type Intent, verifyIntent } from '../intents.js';
 import { hasAnyScope } from '../permissions.js';
 import type { Principal } from '../principal.js';
-import { ensureSession, requestSession, type Session, updateRequestSession } from '../session/sessions.js';
+import { requestSession, type Session, updateRequestSession } from '../session/sessions.js';
 import { addressKey, attemptSucceeded, chargeAttempt, userKey } from '../throttle.js';
 
 /**
@@ -89,11 +89,11 @@ export interface Identified {
 /** The request's session and its user; 400 when no user has been named yet (POST /auth/email first). */
 export async function identified(
   req: FastifyRequest,
-  reply: FastifyReply,
+  _reply: FastifyReply,
   ctx: ServiceContext,
 ): Promise<Identified> {
-  const session = (await requestSession(req, ctx)).session ?? (await ensureSession(req, reply, ctx));
-  if (session.userId === '')
+  const session = (await requestSession(req, ctx)).session;
+  if (!session || session.userId === '')
     throw new ApiError('BadRequest', 'no user is signing in: send POST /auth/email first', {
       field: 'email',
     });

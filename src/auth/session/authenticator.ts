@@ -74,7 +74,7 @@ export async function sessionAuthenticator(
     });
     return new IntentError(kind, message, intent, s?.level ?? 0, need);
   };
-  const tenant = enforce ? await tenantDoc(ctx) : {};
+  const tenant = await tenantDoc(ctx);
   const user = s && s.userId !== '' ? await ctx.store.get(User, s.userId) : undefined;
   if (!s || !user || !userUsable(user.doc)) {
     if (!enforce) return undefined;
@@ -85,23 +85,25 @@ export async function sessionAuthenticator(
     throw await refuse('Unauthenticated', why, need);
   }
   const admin = user.doc.Admin === true;
-  const principal: Principal = {
+  const principal = (scope: 'admin' | 'user'): Principal => ({
     via: 'session',
     userId: s.userId,
-    scopes: new Set([admin ? 'admin' : 'user']),
+    scopes: new Set([scope]),
     sessionId: s.id,
     integrityLevel: s.level,
     deviceId: s.deviceId,
-  };
+  });
+  const need = requiredLevel(tenant, classify(req, admin));
+  if (s.level >= need) return principal(admin ? 'admin' : 'user');
   if (enforce) {
-    const need = requiredLevel(tenant, classify(req, admin));
-    if (s.level < need) {
-      throw await refuse(
-        'InsufficientIntegrity',
-        `this operation needs integrity level ${need}; the session has ${s.level}: prove another factor`,
-        need,
-      );
-    }
+    throw await refuse(
+      'InsufficientIntegrity',
+      `this operation needs integrity level ${need}; the session has ${s.level}: prove another factor`,
+      need,
+    );
   }
-  return principal;
+  // Optional routes see only what the level allows: an administrator below IntegrityAdmin acts
+  // as a plain user; below the plain class level the request is anonymous.
+  if (admin && s.level >= requiredLevel(tenant, classify(req, false))) return principal('user');
+  return undefined;
 }

@@ -1,4 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
+import { EventEmitter } from 'node:events';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { ServiceContext } from '../../api/context.js';
 import { newId } from '../../store/objects.js';
@@ -44,6 +45,32 @@ const TOKEN = /^[A-Za-z0-9_-]{43}$/;
 const DEVICE = /^[A-Za-z0-9_-]{22}$/;
 /** last_seen is written at most this often, so reads do not all become writes. */
 const TOUCH_MS = 30_000;
+
+/**
+ * Emits 'change' with {userId, sessionId, deleted} after every session write of this process (for
+ * the event stream's Auth and OtherSession kinds). Other instances' writes are not seen here.
+ */
+export const sessionEvents = new EventEmitter();
+sessionEvents.setMaxListeners(0);
+const changed = (userId: string, sessionId: string, deleted = false) => {
+  if (userId !== '') sessionEvents.emit('change', { userId, sessionId, deleted });
+};
+
+/** One creation in this many also deletes ended sessions and stale regulation counters. */
+const SWEEP_EVERY = 50;
+async function sweep(ctx: Ctx, idleMs: number) {
+  const now = Date.now();
+  const db = authDb(ctx);
+  await db
+    .deleteFrom('sessions')
+    .where((eb) => eb.or([eb('expire_time', '<=', now), eb('last_seen', '<=', now - idleMs)]))
+    .execute();
+  await db
+    .deleteFrom('auth_throttle')
+    .where('next_attempt', '<=', now)
+    .where('last_failure', '<=', now - 24 * 3600_000)
+    .execute();
+}
 
 export const newToken = () => randomBytes(32).toString('base64url');
 export const newDeviceId = () => randomBytes(16).toString('base64url');
@@ -91,6 +118,11 @@ export async function createSession(
     expire_time: now + maxMs,
   };
   await authDb(ctx).insertInto('sessions').values(row).execute();
+  changed(userId, row.id);
+  if (Math.random() * SWEEP_EVERY < 1) {
+    const { idleMs } = await lifetimes(ctx);
+    await sweep(ctx, idleMs).catch(() => undefined);
+  }
   return { session: toSession(row), token };
 }
 
@@ -140,8 +172,12 @@ export async function listSessions(ctx: Ctx, userId: string): Promise<Session[]>
 }
 
 export async function deleteSession(ctx: Ctx, id: string): Promise<boolean> {
-  const r = await authDb(ctx).deleteFrom('sessions').where('id', '=', id).executeTakeFirst();
-  return Number(r.numDeletedRows) > 0;
+  const db = authDb(ctx);
+  const row = await db.selectFrom('sessions').select('user_id').where('id', '=', id).executeTakeFirst();
+  const r = await db.deleteFrom('sessions').where('id', '=', id).executeTakeFirst();
+  const done = Number(r.numDeletedRows) > 0;
+  if (done && row) changed(row.user_id, id, true);
+  return done;
 }
 
 /** Ends every session of a user (e.g. after an administrator resets their credentials). */
@@ -149,6 +185,7 @@ export async function deleteUserSessions(ctx: Ctx, userId: string, except?: stri
   let q = authDb(ctx).deleteFrom('sessions').where('user_id', '=', userId);
   if (except) q = q.where('id', '!=', except);
   await q.execute();
+  changed(userId, '', true);
 }
 
 /**
@@ -173,6 +210,7 @@ export async function saveSession(
   if (token) set.token_hash = hashToken(token);
   const r = await authDb(ctx).updateTable('sessions').set(set).where('id', '=', s.id).executeTakeFirst();
   if (Number(r.numUpdatedRows) === 0) throw new Error('session vanished');
+  changed(s.userId, s.id);
   return { session: next, token };
 }
 
