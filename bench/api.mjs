@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // API benchmark of `gatehouse serve` on SQLite and on PostgreSQL (issue 2, "How we will check").
 // Usage: node bench/api.mjs [--quick] [--help]; see HELP below and docs/benchmarks.md.
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -29,6 +30,7 @@ database, and measures GET /users/:id, POST /users and a list of all users (GET 
   --get-connections <n> concurrent connections for GET (default 32)
   --post-connections <n> concurrent connections for POST (default 16)
   --users <n>           users in the list scenario (default 100000; 10000 with --quick)
+  --list-runs <n>       how many times the list is read (default 3; 1 with --quick)
   --pg-url <url>        an existing PostgreSQL database to create the throwaway one from
                         (default $BENCH_PG_URL or postgres://postgres@127.0.0.1:5432/postgres)
   --root <dir>          the checkout whose dist/ is served (default: this one), e.g. to
@@ -54,6 +56,7 @@ const { values: args } = parseArgs({
     'get-connections': { type: 'string', default: '32' },
     'post-connections': { type: 'string', default: '16' },
     users: { type: 'string' },
+    'list-runs': { type: 'string' },
     'pg-url': {
       type: 'string',
       default: process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres',
@@ -86,7 +89,7 @@ const settings = {
   getConnections: positiveInt(args['get-connections'], 'get-connections'),
   postConnections: positiveInt(args['post-connections'], 'post-connections'),
   users: positiveInt(args.users ?? (quick ? '10000' : '100000'), 'users'),
-  listRuns: quick ? 1 : 3,
+  listRuns: positiveInt(args['list-runs'] ?? (quick ? '1' : '3'), 'list-runs'),
   tool: args.tool === 'auto' ? detectTool() : args.tool,
   wrkThreads: 1,
 };
@@ -152,6 +155,32 @@ async function freshDatabase(name) {
   }
   const db = await createTempDatabase(args['pg-url']);
   return { location: db.url, remove: () => db.drop(), describe: `postgres database ${db.name}` };
+}
+
+/** Which code was measured: the commit, whether src/ had uncommitted changes, when dist/ was built. */
+function buildInfo(root) {
+  const git = (...a) => {
+    try {
+      return execFileSync('git', ['-C', root, ...a], {
+        encoding: 'utf8',
+        stdio: ['ignore', 'pipe', 'ignore'],
+      }).trim();
+    } catch {
+      return undefined;
+    }
+  };
+  const status = git('status', '--porcelain', '--', 'src');
+  let distBuilt;
+  try {
+    distBuilt = statSync(join(root, 'dist/cli/main.js')).mtime.toISOString();
+  } catch {
+    distBuilt = undefined;
+  }
+  return {
+    commit: git('rev-parse', '--short', 'HEAD'),
+    srcChanged: status === undefined ? undefined : status !== '',
+    distBuilt,
+  };
 }
 
 const mb = (kib) => (kib === undefined ? undefined : Math.round((kib / 1024) * 10) / 10);
@@ -299,6 +328,7 @@ async function main() {
     benchmark: 'gatehouse API (bench/api.mjs)',
     date: new Date().toISOString(),
     machine: machineInfo(),
+    build: buildInfo(ROOT),
     settings: {
       ...settings,
       generator:
@@ -430,7 +460,8 @@ async function main() {
     `Load: ${summary.settings.generator}; GET ${settings.getConnections} and POST ${settings.postConnections} ` +
       `connections, ${settings.durationS} s per scenario after a ${settings.warmupS} s warm-up; ` +
       `list read ${settings.listRuns} time(s). Machine: ${summary.machine.nproc} CPUs, ${summary.machine.cpuModel}, ` +
-      `load average ${summary.machine.loadAvg.join(' ')} before the run.`,
+      `load average ${summary.machine.loadAvg.join(' ')} before the run. Code: commit ${summary.build.commit}` +
+      `${summary.build.srcChanged ? ' with uncommitted changes in src/' : ''}, dist/ built ${summary.build.distBuilt}.`,
   ];
   if (!summary.targets) {
     notes.push('', 'No SQLite figures: the targets (set for SQLite) were not checked.');
