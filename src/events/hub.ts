@@ -137,8 +137,14 @@ class Subscription {
 export class Connection {
   closed = false;
   alive = true;
-  /** When the credentials stop being valid (key expiry, start of a suspension). */
-  validUntil = Number.POSITIVE_INFINITY;
+  /** When the API key expires (epoch ms). */
+  keyUntil = Number.POSITIVE_INFINITY;
+  /** When the user's suspension starts (epoch ms). */
+  userUntil = Number.POSITIVE_INFINITY;
+  /** When the credentials stop being valid; checked at every ping. */
+  get validUntil() {
+    return Math.min(this.keyUntil, this.userUntil);
+  }
   /** By Kind and ID; null for a special kind's subscription (its stop function is in `stops`). */
   readonly subscriptions = new Map<string, Subscription | null>();
   readonly stops: (() => void)[] = [];
@@ -348,7 +354,10 @@ export class EventHub {
     try {
       await this.tailer.start();
       if (!this.pingTimer) this.startPing();
-      conn.validUntil = await this.validUntil(principal);
+      await this.loadValidity(conn);
+      // Revoked between authentication and now (the tailer only reports later changes).
+      if (Date.now() >= conn.validUntil)
+        conn.close(CloseCodes.CredentialsRevoked, 'the credentials are no longer valid');
     } catch (err) {
       this.logger.error({ err }, 'event stream: cannot start');
       conn.close(CloseCodes.Internal, 'internal error');
@@ -454,26 +463,26 @@ export class EventHub {
       if (type === APIKey.kind && p.keyId === id) {
         const reason = keyStillGrants(o, p);
         if (reason) conn.close(CloseCodes.CredentialsRevoked, reason);
-        else conn.validUntil = expiryOf(o.parsed.ExpireTime);
+        else conn.keyUntil = expiryOf(o.parsed.ExpireTime);
       } else if (type === User.kind && p.userId === id && p.userId !== '') {
         if (o.change.data === null || !userUsable(o.parsed))
           conn.close(CloseCodes.CredentialsRevoked, 'the user was deleted, disabled or suspended');
+        else conn.userUntil = suspensionOf(o.parsed.SuspendAfter);
       }
     }
   }
 
-  private async validUntil(p: Principal): Promise<number> {
-    let until = Number.POSITIVE_INFINITY;
+  /** Reads when the connection's key expires and its user's suspension starts. */
+  private async loadValidity(conn: Connection) {
+    const p = conn.principal;
     if (p.keyId) {
       const key = await this.ctx.store.get(APIKey, p.keyId);
-      until = Math.min(until, key ? expiryOf(key.doc.ExpireTime) : 0);
+      conn.keyUntil = key ? expiryOf(key.doc.ExpireTime) : 0;
     }
     if (p.userId) {
       const user = await this.ctx.store.get(User, p.userId);
-      const after = user ? timestampMs(String(user.doc.SuspendAfter)) : 0;
-      if (Number.isFinite(after) && after > 0) until = Math.min(until, after);
+      conn.userUntil = user && userUsable(user.doc) ? suspensionOf(user.doc.SuspendAfter) : 0;
     }
-    return until;
   }
 
   private startPing() {
@@ -533,6 +542,12 @@ function keyStillGrants(o: Outgoing, p: Principal): string | undefined {
   if (!same || String(doc.UserID ?? '') !== p.userId) return "the API key's scopes or user changed";
   if (Date.now() >= expiryOf(doc.ExpireTime)) return 'the API key expired';
   return undefined;
+}
+
+/** When a SuspendAfter starts a suspension, as epoch ms; never (Infinity) for the zero time. */
+function suspensionOf(value: unknown): number {
+  const t = timestampMs(String(value));
+  return Number.isFinite(t) ? t : Number.POSITIVE_INFINITY;
 }
 
 /** An ExpireTime as epoch ms; never (Infinity) for the zero time. */

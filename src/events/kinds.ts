@@ -38,7 +38,7 @@ export function unavailableKind(status: number, text: string): SpecialKind {
 const NO_SESSIONS = (kind: string) =>
   unavailableKind(
     501,
-    `${kind} events are not available: this server has no sign-in sessions yet (API keys have no session)`,
+    `${kind} events are not implemented yet: session state is not streamed by this server`,
   );
 
 /**

@@ -242,6 +242,37 @@ describe.each(backends())('GET /events on %s', (backend) => {
     expect(bystander.closed).toBeUndefined();
   });
 
+  it('closes streams when the key expires or its user is suspended (4001, checked at each ping)', async () => {
+    s.app.events.configure({ pingIntervalMs: 100 });
+    try {
+      // Timestamps have whole seconds: a moment 1.5 to 2.5 s from now.
+      const soon = new Date(Math.ceil((Date.now() + 1500) / 1000) * 1000).toISOString();
+      const keyRes = await s.req({
+        method: 'POST',
+        url: '/apikeys',
+        payload: { Scopes: ['audit'], ExpireTime: soon },
+      });
+      expect(keyRes.statusCode).toBe(201);
+      const expiring = await connect(keyRes.json().Secret as string);
+      const u = await create('users', { Active: true });
+      const userKey = await s.keyFor(['user'], u.id);
+      const suspended = await connect(userKey);
+      const bystander = await connect();
+      await update('users', u.id, { SuspendAfter: soon });
+      await new Promise((r) => setTimeout(r, 300));
+      // Still open while valid; closed once the moment has passed.
+      expect(expiring.closed).toBeUndefined();
+      expect(suspended.closed).toBeUndefined();
+      const [a, b] = await Promise.all([expiring.waitClose(5000), suspended.waitClose(5000)]);
+      expect(a.code).toBe(4001);
+      expect(a.reason).toMatch(/expired/);
+      expect(b.code).toBe(4001);
+      expect(bystander.closed).toBeUndefined();
+    } finally {
+      s.app.events.configure({ pingIntervalMs: 30_000 });
+    }
+  });
+
   it('sends StatusCode 100 "Integrity Level Changed" and closes when asked', async () => {
     const key = await s.keyFor(['admin']);
     const c = await connect(key);

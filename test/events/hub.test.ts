@@ -5,6 +5,7 @@ import type { Principal } from '../../src/auth/principal.js';
 import { loadServiceConfig } from '../../src/config/index.js';
 import { EventHub, type EventSocket } from '../../src/events/hub.js';
 import { Group } from '../../src/objects/group.js';
+import { User } from '../../src/objects/user.js';
 import { backends, freshStore } from '../helpers.js';
 import { FakeSocket } from './client.js';
 
@@ -86,9 +87,10 @@ describe.each(backends())('event hub limits on %s', (backend) => {
   });
 
   it('closes the streams of a session whose integrity changed (100 frame) or that ended (4001)', async () => {
+    const { obj: user } = await ctx.store.create(User, {});
     const session = (id: string): Principal => ({
       via: 'session',
-      userId: 'u',
+      userId: user.id,
       scopes: new Set(['user']),
       sessionId: id,
     });
