@@ -58,6 +58,7 @@ async function main() {
   }
   const dir = mkdtempSync(join(tmpdir(), 'gatehouse-bench-events-'));
   const server = await startServer({ root: args.root, database: join(dir, 'gatehouse.db') });
+  serverPid = server.pid;
   const sockets = [];
   try {
     const auth = { authorization: `Bearer ${server.key}`, 'content-type': 'application/json' };
@@ -179,8 +180,10 @@ async function main() {
   }
 }
 
+let serverPid;
 const guard = setTimeout(() => {
   log('time budget exceeded: giving up');
+  if (serverPid) process.kill(serverPid, 'SIGKILL');
   process.exit(1);
 }, BUDGET_MS + 15_000);
 guard.unref();
