@@ -10,7 +10,7 @@ import { allowedNext, signinBase } from './check.js';
 import {
   actsAsUser,
   applyOp,
-  expireIfDue,
+  expiryDue,
   type GroupSettings,
   groupSettings,
   isApprover,
@@ -201,10 +201,11 @@ export function registerGroupPages(app: FastifyInstance, ctx: ServiceContext) {
         const g = await store.get(Group, req.params.id);
         if (!g) throw new ApiError('NotFound', `group ${req.params.id} does not exist`);
         const group = groupSettings(g.doc);
-        await expireIfDue(ctx, group, p.userId);
         const m = await store.get(Membership, membershipId(group.ID, p.userId));
+        // A GET changes nothing: an overdue membership is shown as expired (the next write records it).
+        const doc = m && expiryDue(group, m.doc) ? { ...m.doc, State: 'expired' } : m?.doc;
         const nextOk = next ? allowedNext(next, await returnOrigins(ctx, req)) : undefined;
-        const body = groupPage(group, String(g.doc.Description ?? ''), m?.doc, {
+        const body = groupPage(group, String(g.doc.Description ?? ''), doc, {
           next,
           nextOk,
           level: p.via === 'session' ? (p.integrityLevel ?? 0) : undefined,

@@ -147,4 +147,21 @@ describe.each(backends())('access-request pages on %s', (backend) => {
     expect(denied.statusCode).toBe(403);
     expect((await s.store.get(Membership, `${locked}.${other.id}`))?.doc.State).toBe('requested');
   });
+
+  it('shows an overdue membership as expired without writing, and lets the user join again', async () => {
+    const user = await signedInUser(s, 'sleeper@example.com');
+    const g = await create(s, 'groups', { Name: 'use-it-or-lose-it', ExpireUnusedDays: 7 });
+    await s.req({ method: 'POST', url: `/groups/${g}/members/${user.id}` });
+    const old = `${new Date(Date.now() - 8 * 86_400_000).toISOString().slice(0, 19)}Z`;
+    await s.store.systemPut(Membership, `${g}.${user.id}`, (doc) => ({
+      doc: { ...doc!, ActivateTime: old, LastUsed: old },
+    }));
+    const before = await s.store.get(Membership, `${g}.${user.id}`);
+    const view = await user.b.req({ url: `/signin/groups/${g}` });
+    expect(view.body).toContain('data-state="expired"');
+    expect((await s.store.get(Membership, `${g}.${user.id}`))?.etag).toBe(before?.etag);
+    const again = await user.b.post(`/signin/groups/${g}`, { action: 'request' });
+    expect(again.statusCode).toBe(303);
+    expect((await s.store.get(Membership, `${g}.${user.id}`))?.doc.State).toBe('active');
+  });
 });
