@@ -1,9 +1,9 @@
 import type { FastifyInstance } from 'fastify';
 import { registerAuthRoutes } from '../auth/routes.js';
-import { registerWebRoutes } from '../web/routes.js';
 import { registerEventRoutes } from '../events/routes.js';
 import { registerGroupRoutes } from '../groups/routes.js';
 import { registerProxyBackchannel } from '../proxy/backchannel/routes.js';
+import { registerWebRoutes } from '../web/routes.js';
 import type { ServiceContext } from './context.js';
 import { registerHealthRoutes } from './health.js';
 import { registerObjectRoutes } from './objects.js';

@@ -19,7 +19,9 @@ export function renderFieldDocs(): string {
     out.push('| Field | Type | Default | Notes |', '|---|---|---|---|');
     const rows = (fields: FieldMap, prefix: string, writeOnly: boolean) => {
       for (const [name, field] of Object.entries(fields)) {
-        out.push(`| ${prefix}${name} | ${typeText(field)} | ${defaultText(field)} | ${notes(field, writeOnly)} |`);
+        out.push(
+          `| ${prefix}${name} | ${typeText(field)} | ${defaultText(field)} | ${notes(field, writeOnly)} |`,
+        );
         if (field.kind === 'object') rows(field.fields, `${prefix}${name}.`, writeOnly);
       }
     };
@@ -32,7 +34,8 @@ export function renderFieldDocs(): string {
 
 function typeText(f: Field): string {
   if (f.kind === 'object') return 'object';
-  if (f.kind === 'strings') return f.enum ? `array of ${f.enum.map((e) => `\`${e}\``).join(' / ')}` : 'array of string';
+  if (f.kind === 'strings')
+    return f.enum ? `array of ${f.enum.map((e) => `\`${e}\``).join(' / ')}` : 'array of string';
   if (f.kind === 'string' && f.enum) return f.enum.map((e) => `\`${e}\``).join(' / ');
   return f.kind;
 }
