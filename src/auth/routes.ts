@@ -74,7 +74,8 @@ export async function authResponse(
   };
 }
 
-function otherSession(s: Session, current: string | undefined) {
+/** The OtherSession item of a session (GET /auth/sessions and the event stream). */
+export function otherSession(s: Session, current: string | undefined) {
   return {
     ID: s.id,
     Current: s.id === current,

@@ -92,6 +92,15 @@ describe.each(backends())('sign-in flow endpoints on %s', (backend) => {
     const me = await b.req({ url: '/users/me' });
     expect(me.statusCode).toBe(200);
     expect(me.json()).toMatchObject({ ID: id, HavePassword: true });
+    // API clients may fold the e-mail step into the factor step.
+    const oneStep = new Browser(s);
+    expect((await oneStep.post('/auth/password', { email: e, password: PW })).statusCode).toBe(204);
+    expect((await oneStep.req({ url: '/users/me' })).json().ID).toBe(id);
+    expect(
+      (await new Browser(s).post('/auth/password', { email: 'nobody@example.com', password: PW })).headers[
+        'x-error-code'
+      ],
+    ).toBe('Account Missing');
     // A plain user's session has user scope: admin operations are refused.
     expect((await b.req({ url: '/tenant' })).statusCode).toBe(403);
     expect(JSON.stringify(s.logs)).not.toContain(PW);

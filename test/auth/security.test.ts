@@ -151,6 +151,20 @@ describe.each(backends())('sign-in security on %s', (backend) => {
     expect(weak.session).not.toBe(before);
     expect((await weak.req({ url: '/users/me' })).statusCode).toBe(200);
 
+    // The bare JSON string and the whole 401 body are accepted as the IntegrityLevelChangeIntent too.
+    const weak4 = new Browser(s);
+    await weak4.post('/auth/email', { email: e });
+    const d4 = await weak4.req({ url: '/users/me' });
+    expect((await strong.req({ method: 'POST', url: '/auth/boost', json: d4.json() })).statusCode).toBe(204);
+    const weak5 = new Browser(s);
+    await weak5.post('/auth/email', { email: e });
+    const r5a = await weak5.req({ url: '/users/me' });
+    expect(r5a.statusCode, r5a.body).toBe(401);
+    const d5 = r5a.json().Intent;
+    const r5 = await strong.req({ method: 'POST', url: '/auth/boost', json: d5 });
+    expect(r5.statusCode, r5.body).toBe(204);
+    expect((await weak5.req({ url: '/users/me' })).statusCode).toBe(200);
+
     // An administrator may boost another user's session.
     const adminEmail = email();
     const adminId = await makeUser(s, { email: adminEmail, password: PW, pin: '8642', admin: true });

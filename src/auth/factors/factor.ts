@@ -9,7 +9,7 @@ import type { FactorKind } from '../integrity.js';
 import { type Intent, verifyIntent } from '../intents.js';
 import { hasAnyScope } from '../permissions.js';
 import type { Principal } from '../principal.js';
-import { requestSession, type Session, updateRequestSession } from '../session/sessions.js';
+import { replaceSession, requestSession, type Session, updateRequestSession } from '../session/sessions.js';
 import { addressKey, attemptSucceeded, chargeAttempt, userKey } from '../throttle.js';
 
 /**
@@ -86,13 +86,41 @@ export interface Identified {
   secret: Doc;
 }
 
-/** The request's session and its user; 400 when no user has been named yet (POST /auth/email first). */
+/**
+ * Names the user signing in (the e-mail step): an unidentified session gets the user (new token),
+ * a session of another user is replaced by a new one. 400 Account Missing for an unknown address.
+ */
+export async function identifyByEmail(
+  req: FastifyRequest,
+  reply: FastifyReply,
+  ctx: ServiceContext,
+  raw: string,
+): Promise<Session> {
+  const email = raw.trim().toLowerCase();
+  const found = await ctx.store.findByKey(User, 'Email', email);
+  if (!found) throw new ApiError('AccountMissing', 'no user has this e-mail address', { field: 'email' });
+  if (!userUsable(found.doc)) throw new ApiError('Forbidden', 'this user may not sign in');
+  const { session } = await requestSession(req, ctx);
+  if (session && session.userId === found.id) return session;
+  if (session && session.userId === '')
+    return updateRequestSession(req, reply, ctx, { ...session, userId: found.id, factors: [] });
+  return replaceSession(req, reply, ctx, found.id);
+}
+
+/**
+ * The request's session and its user; 400 when no user has been named yet. A form may name the
+ * user itself with an `email` field (the e-mail step folded into this one, for API clients).
+ */
 export async function identified(
   req: FastifyRequest,
-  _reply: FastifyReply,
+  reply: FastifyReply,
   ctx: ServiceContext,
+  form?: Form,
 ): Promise<Identified> {
-  const session = (await requestSession(req, ctx)).session;
+  const email = form ? field(form, 'email', { max: 254 }) : undefined;
+  const session = email
+    ? await identifyByEmail(req, reply, ctx, email)
+    : (await requestSession(req, ctx)).session;
   if (!session || session.userId === '')
     throw new ApiError('BadRequest', 'no user is signing in: send POST /auth/email first', {
       field: 'email',

@@ -41,7 +41,7 @@ export function knowledgeFactor(spec: KnowledgeSpec): Factor {
       app.post(`/auth/${spec.name}`, FLOW, async (req, reply) => {
         const form = formOf(req);
         const given = field(form, spec.formField, { required: true, max: 1024 });
-        const who = await identified(req, reply, ctx);
+        const who = await identified(req, reply, ctx, form);
         await formIntent(ctx, form, who.session);
         await regulated(req, ctx, who.user.id, spec.what, () =>
           verifySecret(who.secret[spec.hashKey], given),

@@ -62,7 +62,7 @@ export const activationFactor: Factor = {
     app.post('/auth/activation_code', FLOW, async (req, reply) => {
       const form = formOf(req);
       const code = field(form, 'code', { required: true, max: 256 }).trim();
-      const who = await identified(req, reply, ctx);
+      const who = await identified(req, reply, ctx, form);
       await formIntent(ctx, form, who.session);
       await regulated(req, ctx, who.user.id, 'activation code', () => redeem(ctx, who.user.id, code));
       const factors = who.session.factors.includes('activation_code')

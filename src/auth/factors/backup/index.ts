@@ -45,7 +45,7 @@ export const backupFactor: Factor = {
     app.post('/auth/backup', FLOW, async (req, reply) => {
       const form = formOf(req);
       const code = normalize(field(form, 'code', { required: true, max: 64 }));
-      const who = await identified(req, reply, ctx);
+      const who = await identified(req, reply, ctx, form);
       await formIntent(ctx, form, who.session);
       await regulated(req, ctx, who.user.id, 'backup code', async () => {
         const hashes = Array.isArray(who.secret.BackupHashes) ? (who.secret.BackupHashes as string[]) : [];

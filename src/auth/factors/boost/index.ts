@@ -15,13 +15,17 @@ export const boostFactor: Factor = {
   name: 'boost',
   register(app, ctx) {
     app.post('/auth/boost', FLOW, async (req, reply) => {
+      // {"Intent": "<jws>"} (also the whole 401 error body, which has "Intent"), or the bare JSON string.
       const body = req.body;
-      if (typeof body !== 'object' || body === null || Array.isArray(body))
+      if (typeof body !== 'string' && (typeof body !== 'object' || body === null || Array.isArray(body)))
         throw new ApiError(
           'BadRequest',
           'the body must be a JSON IntegrityLevelChangeIntent: {"Intent": "..."}',
         );
-      const raw = (body as Record<string, unknown>).Intent ?? (body as Record<string, unknown>).intent;
+      const raw =
+        typeof body === 'string'
+          ? body
+          : ((body as Record<string, unknown>).Intent ?? (body as Record<string, unknown>).intent);
       const intent = await verifyIntent(ctx, raw, 'Intent');
       if (intent.sid === '')
         throw new ApiError('InvalidIntent', 'the intent names no session to raise', { field: 'Intent' });

@@ -80,7 +80,7 @@ export const totpFactor: Factor = {
     app.post('/auth/totp', FLOW, async (req, reply) => {
       const form = formOf(req);
       const code = field(form, 'code', { required: true, max: 16 }).replace(/\s+/g, '');
-      const who = await identified(req, reply, ctx);
+      const who = await identified(req, reply, ctx, form);
       await formIntent(ctx, form, who.session);
       await regulated(req, ctx, who.user.id, 'TOTP code', () => checkCode(ctx, who.user.id, code, false));
       await proven(req, reply, ctx, who.session, 'totp');
