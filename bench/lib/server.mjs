@@ -26,7 +26,8 @@ export async function ensureBuilt(root, log) {
   if (existsSync(join(root, 'dist/cli/main.js'))) return;
   log('dist/cli/main.js is missing: running npm run build');
   await new Promise((resolve, reject) => {
-    const p = spawn('npm', ['run', 'build'], { cwd: root, stdio: ['ignore', 'inherit', 'inherit'] });
+    // Its output goes to stderr: stdout carries only the results.
+    const p = spawn('npm', ['run', 'build'], { cwd: root, stdio: ['ignore', 2, 2] });
     p.on('error', reject);
     p.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`npm run build exited with ${code}`))));
   });
