@@ -1,7 +1,7 @@
 import type { ServiceContext } from '../api/context.js';
 import { ApiError } from '../api/errors.js';
 import type { Principal } from '../auth/principal.js';
-import { type Doc, normalizeTimestamp, timestampMs } from '../objects/fields.js';
+import { type Doc, normalizeTimestamp, timestampMs, ZERO_TIME } from '../objects/fields.js';
 import { Group } from '../objects/group.js';
 import { User } from '../objects/user.js';
 import type { StoredObject } from '../store/objects.js';
@@ -168,11 +168,18 @@ export async function applyOp(
       if (rows.some((r) => r.from.includes(from))) return { doc: doc as Doc };
     const row = rows.find((r) => r.from.includes(from));
     if (!row) throw forbiddenTransition(op, from, roles, group, userId);
-    const to = resolveTarget(row.to, group);
+    const to = resolveTarget(row.to, group, from);
+    if (row.to === 'SAME') {
+      // Repeating a decision changes nothing, unless the membership lacks an approval to record.
+      const approval = (doc?.Approval ?? {}) as Doc;
+      const unapproved = timestampMs(String(approval.Time ?? ZERO_TIME)) === Number.NEGATIVE_INFINITY;
+      if (!((op === 'add' || op === 'approve') && unapproved)) return { doc: doc as Doc };
+    }
     const now = nowStamp();
     const by = changeBy(actor);
     // A membership that starts over (from none or expired) keeps nothing of a former episode.
-    const fresh = from === 'none' || (from === 'expired' && (op === 'add' || op === 'request'));
+    const fresh =
+      from === 'none' || (from === 'expired' && (op === 'add' || op === 'request' || op === 'approve'));
     const next: Doc = fresh ? { GroupID: group.ID, UserID: userId } : { ...(doc as Doc) };
     created = from === 'none';
     next.State = to === 'deleted' ? 'removed' : to;
@@ -183,11 +190,9 @@ export async function applyOp(
         next.RequestTime = now;
         break;
       case 'add':
-        // The admin's reason is the membership's reason unless the user gave one when asking.
-        if (from !== 'requested') next.Reason = reason;
-        next.Approval = decision;
-        break;
       case 'approve':
+        // The decider's reason is the membership's reason unless the user gave one when asking.
+        if (!next.Reason) next.Reason = reason;
         next.Approval = decision;
         break;
       case 'use':

@@ -33,8 +33,10 @@ export type Role = 'admin' | 'sync' | 'approver' | 'member' | 'system';
 /**
  * Where a transition leads. GRANT: "approved" when the group RequiresActivation, else "active".
  * REQUEST: "requested" when the group RequiresApproval, else GRANT. deleted: the object is removed.
+ * SAME: the state does not change (a repeated add, approve or activate answers 200 and writes
+ * nothing, except that an add or approve records the approval when the membership has none).
  */
-export type Target = Exclude<State, 'none'> | 'GRANT' | 'REQUEST' | 'deleted';
+export type Target = Exclude<State, 'none'> | 'GRANT' | 'REQUEST' | 'SAME' | 'deleted';
 
 export interface Transition {
   op: MemberOp;
@@ -46,10 +48,14 @@ export interface Transition {
 const DECIDERS: readonly Role[] = ['admin', 'sync', 'approver'];
 
 export const TRANSITIONS: readonly Transition[] = [
+  // A decider's add and approve are the same decision; only a standing rejection blocks them.
   { op: 'add', by: DECIDERS, from: ['none', 'requested', 'expired'], to: 'GRANT' },
+  { op: 'add', by: DECIDERS, from: ['approved', 'active'], to: 'SAME' },
   { op: 'request', by: ['member'], from: ['none', 'expired'], to: 'REQUEST' },
-  { op: 'approve', by: DECIDERS, from: ['requested'], to: 'GRANT' },
+  { op: 'approve', by: DECIDERS, from: ['none', 'requested', 'expired'], to: 'GRANT' },
+  { op: 'approve', by: DECIDERS, from: ['approved', 'active'], to: 'SAME' },
   { op: 'activate', by: ['member', 'admin'], from: ['approved'], to: 'active' },
+  { op: 'activate', by: ['member', 'admin'], from: ['active'], to: 'SAME' },
   { op: 'use', by: ['admin', 'sync', 'system'], from: ['active'], to: 'active' },
   {
     op: 'reject',
@@ -83,8 +89,13 @@ export function statesAllowing(op: MemberOp, roles: ReadonlySet<Role>): State[] 
 export function resolveTarget(
   to: Target,
   group: { RequiresApproval: boolean; RequiresActivation: boolean },
+  from: State,
 ): Exclude<State, 'none'> | 'deleted' {
-  if (to === 'REQUEST') return group.RequiresApproval ? 'requested' : resolveTarget('GRANT', group);
+  if (to === 'REQUEST') return group.RequiresApproval ? 'requested' : resolveTarget('GRANT', group, from);
   if (to === 'GRANT') return group.RequiresActivation ? 'approved' : 'active';
+  if (to === 'SAME') {
+    if (from === 'none') throw new Error('SAME from none: the transition table is wrong');
+    return from;
+  }
   return to;
 }

@@ -67,10 +67,11 @@ describe.each(backends())('group membership lifecycle on %s', (backend) => {
       Approval: { ByUserID: approver.id, Reason: 'ok, ticket 42' },
       LastChange: { Op: 'approve', FromState: 'requested', ByUserID: approver.id },
     });
-    // Approving twice is a forbidden transition that names the state.
-    const again = await op(s, 'approve', g, alice.id, { key: approver.key });
-    expect(again.statusCode).toBe(409);
-    expect(again.json().Message).toContain('approved');
+    // Approving again changes nothing (200, same version: the first approval stays on record).
+    const again = await op(s, 'approve', g, alice.id, { key: s.adminKey, reason: 'me too' });
+    expect(again.statusCode).toBe(200);
+    expect(again.headers.etag).toBe(ap.headers.etag);
+    expect(again.json().Approval.ByUserID).toBe(approver.id);
     // Use before activation: 409.
     expect((await op(s, 'use', g, alice.id, { key: syncKey })).statusCode).toBe(409);
     // The approver may not activate for her; she does it herself.
@@ -98,6 +99,13 @@ describe.each(backends())('group membership lifecycle on %s', (backend) => {
     expect(leave.statusCode).toBe(409);
     expect(leave.headers['x-membership-state']).toBe('rejected');
     expect((await op(s, 'unreject', g, alice.id, { key: alice.key })).statusCode).toBe(403);
+    // A standing rejection blocks approval and activation too.
+    const blocked = await op(s, 'approve', g, alice.id, { key: approver.key });
+    expect(blocked.statusCode).toBe(409);
+    expect(blocked.headers['x-membership-state']).toBe('rejected');
+    expect(blocked.json().Message).toContain('rejected');
+    expect((await op(s, 'activate', g, alice.id, { key: alice.key })).statusCode).toBe(409);
+    expect((await op(s, 'use', g, alice.id)).statusCode).toBe(409);
     // Unreject deletes the rejection: back to requested, and she can be approved again.
     const un = await op(s, 'unreject', g, alice.id, { key: approver.key, reason: 'mistake' });
     expect(un.statusCode).toBe(200);
@@ -154,12 +162,31 @@ describe.each(backends())('group membership lifecycle on %s', (backend) => {
       Reason: 'team',
       Approval: { ByUserID: s.adminId },
     });
-    // Adding an active member again is a forbidden transition.
+    // Adding an active member again changes nothing (a sync can repeat itself).
     const dup = await op(s, 'add', open, alice.id);
-    expect(dup.statusCode).toBe(409);
-    expect(dup.headers['x-membership-state']).toBe('active');
+    expect(dup.statusCode).toBe(200);
+    expect(dup.headers.etag).toBe(byAdmin.headers.etag);
+    // Bob joined by himself: no approval yet. An admin's approve records one, state unchanged.
+    const approved = await op(s, 'approve', open, bob.id, { reason: 'vetted' });
+    expect(approved.statusCode).toBe(200);
+    expect(approved.json()).toMatchObject({
+      State: 'active',
+      Approval: { ByUserID: s.adminId, Reason: 'vetted' },
+    });
+    // Activating an active membership changes nothing either.
+    const act = await op(s, 'activate', open, bob.id, { key: bob.key });
+    expect(act.statusCode).toBe(200);
+    expect(act.headers.etag).toBe(approved.headers.etag);
     // A member may leave.
     expect((await op(s, 'remove', open, bob.id, { key: bob.key })).statusCode).toBe(204);
+    // A decider may approve someone who never asked: that creates the membership (201).
+    const pre = await op(s, 'approve', open, bob.id, { key: syncKey, reason: 'pre-approved' });
+    expect(pre.statusCode).toBe(201);
+    expect(pre.json()).toMatchObject({
+      State: 'active',
+      Reason: 'pre-approved',
+      LastChange: { Op: 'approve', FromState: 'none' },
+    });
   });
 
   it('lets a decider add to an approval group: approved, then the member activates', async () => {
