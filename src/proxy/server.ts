@@ -2,7 +2,6 @@ import { type KeyObject, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import net from 'node:net';
 import type { Duplex } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
 import tls from 'node:tls';
 import type { Logger } from 'pino';
 import { Agent, type Dispatcher } from 'undici';
@@ -168,47 +167,68 @@ export class AccessProxy {
     const auth = await this.authenticate(req, route.auth);
     if (!auth.ok) return this.refuse(req, res, auth);
     const who = auth.who;
-    const token = randomBytes(24).toString('base64url');
+    const token = newToken();
     this.inflight.set(token, { identity: who?.identity, origin: this.originOf(req) });
-    const done = () => this.inflight.delete(token);
-    res.once('close', done);
     const headers = this.upstreamHeaders(req, who, token);
     const up = this.upstream(route.upstream);
-    const ac = new AbortController();
-    const abort = () => {
-      if (!res.writableFinished) ac.abort();
-    };
-    res.once('close', abort);
     const hasBody =
       req.headers['content-length'] !== undefined || req.headers['transfer-encoding'] !== undefined;
-    let data: Dispatcher.ResponseData;
-    try {
-      data = await this.agent.request({
-        origin: up.origin,
-        path: up.base + path + query,
-        method: req.method as Dispatcher.HttpMethod,
-        headers,
-        body: hasBody ? req : null,
-        signal: ac.signal,
+    const extraCookies: string[] = [];
+    if (who?.setCookie) extraCookies.push(who.setCookie);
+    if (auth.clearCookie) extraCookies.push(this.cookie(COOKIE_NAME, '', 0));
+    // undici's dispatch API: response chunks go straight to the client with backpressure, no
+    // intermediate stream; the client going away aborts the upstream request.
+    await new Promise<void>((resolve, reject) => {
+      let controller: Dispatcher.DispatchController | undefined;
+      let responded = false;
+      res.once('close', () => {
+        this.inflight.delete(token);
+        if (!res.writableFinished) controller?.abort(new Error('the client went away'));
       });
-    } catch (e) {
-      done();
-      throw upstreamError(e);
-    }
-    const out: Record<string, string | string[]> = {};
-    const connTokens = connectionTokens(data.headers.connection);
-    for (const [k, v] of Object.entries(data.headers)) {
-      if (v === undefined || HOP.has(k) || connTokens?.has(k)) continue;
-      out[k] = v;
-    }
-    if (who?.setCookie) appendSetCookie(out, who.setCookie);
-    if (auth.clearCookie) appendSetCookie(out, this.cookie(COOKIE_NAME, '', 0));
-    res.writeHead(data.statusCode, out);
-    try {
-      await pipeline(data.body, res);
-    } catch {
-      // client or upstream went away mid-body: both sides are already torn down by pipeline
-    }
+      this.agent.dispatch(
+        {
+          origin: up.origin,
+          path: up.base + path + query,
+          method: req.method as Dispatcher.HttpMethod,
+          headers,
+          body: hasBody ? req : null,
+        },
+        {
+          onRequestStart(c) {
+            controller = c;
+            if (res.destroyed) c.abort(new Error('the client went away'));
+          },
+          onResponseStart(_c, statusCode, upHeaders) {
+            if (statusCode < 200) return; // 1xx informational: not relayed
+            const out: Record<string, string | string[]> = {};
+            const connTokens = connectionTokens(upHeaders.connection);
+            for (const k in upHeaders) {
+              const v = upHeaders[k];
+              if (v === undefined || HOP.has(k) || connTokens?.has(k)) continue;
+              out[k] = v;
+            }
+            for (const c of extraCookies) appendSetCookie(out, c);
+            responded = true;
+            res.writeHead(statusCode, out);
+          },
+          onResponseData(c, chunk) {
+            if (!res.write(chunk)) {
+              c.pause();
+              res.once('drain', () => c.resume());
+            }
+          },
+          onResponseEnd() {
+            res.end();
+            resolve();
+          },
+          onResponseError(_c, err) {
+            if (!responded) return reject(upstreamError(err));
+            res.destroy();
+            resolve();
+          },
+        },
+      );
+    });
   }
 
   readonly upgrade = (req: IncomingMessage, socket: Duplex, head: Buffer) => {
@@ -238,7 +258,7 @@ export class AccessProxy {
       );
       return;
     }
-    const token = randomBytes(24).toString('base64url');
+    const token = newToken();
     this.inflight.set(token, { identity: auth.who?.identity, origin: this.originOf(req) });
     const headers = this.upstreamHeaders(req, auth.who, token);
     headers.connection = 'Upgrade';
@@ -582,6 +602,20 @@ export class AccessProxy {
 }
 
 // ---- helpers ------------------------------------------------------------------------------------
+
+/** Access-check tokens: 192 random bits each, cut from a pooled CSPRNG buffer (one syscall per 256). */
+let pool = Buffer.alloc(0);
+let poolAt = 0;
+function newToken(): string {
+  if (poolAt + 24 > pool.length) {
+    pool = randomBytes(24 * 256);
+    poolAt = 0;
+  }
+  const t = pool.subarray(poolAt, poolAt + 24).toString('base64url');
+  pool.fill(0, poolAt, poolAt + 24);
+  poolAt += 24;
+  return t;
+}
 
 function hostOf(req: IncomingMessage): string {
   const h = req.headers.host ?? '';
