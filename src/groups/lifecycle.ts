@@ -159,15 +159,11 @@ export async function applyOp(
   const rows = rowsFor(op, roles);
   const obj = await ctx.store.systemPut(Membership, id, (doc) => {
     from = stateOf(doc);
-    // Uses within a minute of the last recorded one change nothing (the proxy may call often).
-    if (
-      op === 'use' &&
-      from === 'active' &&
-      Date.now() - timestampMs(String(doc?.LastUsed)) < USE_GRANULARITY_MS
-    )
-      if (rows.some((r) => r.from.includes(from))) return { doc: doc as Doc };
     const row = rows.find((r) => r.from.includes(from));
     if (!row) throw forbiddenTransition(op, from, roles, group, userId);
+    // Uses within a minute of the last recorded one change nothing (the proxy may call often).
+    if (op === 'use' && Date.now() - timestampMs(String(doc?.LastUsed)) < USE_GRANULARITY_MS)
+      return { doc: doc as Doc };
     const to = resolveTarget(row.to, group, from);
     if (row.to === 'SAME') {
       // Repeating a decision changes nothing, unless the membership lacks an approval to record.
