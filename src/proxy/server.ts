@@ -35,7 +35,10 @@ const HOP = new Set([
 
 /** Inbound headers that only the proxy may set: removed from every request, in every mode. */
 const isReserved = (name: string) =>
-  name.startsWith('x-service-') || name === 'x-remote-user' || name === 'x-forwarded-for';
+  name.startsWith('x-service-') ||
+  name === 'x-remote-user' ||
+  name.startsWith('x-forwarded-') ||
+  name === 'forwarded';
 
 export interface Identified {
   identity: WireIdentity;

@@ -19,6 +19,9 @@ const FORGED = {
   'x-service-anything': 'x',
   'x-remote-user': 'evil@example.com',
   'x-forwarded-for': '6.6.6.6',
+  'x-forwarded-host': 'evil.example',
+  'x-forwarded-proto': 'gopher',
+  forwarded: 'for=6.6.6.6',
 };
 
 type Echoed = {
@@ -136,8 +139,13 @@ describe.each(backends())('access proxy against the service on %s', (backend) =>
       expect(r.status).toBe(200);
       const h = r.json.headers;
       for (const k of Object.keys(FORGED))
-        if (k !== 'x-service-access-check' && k !== 'x-forwarded-for') expect(h[k]).toBeUndefined();
+        if (
+          !['x-service-access-check', 'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto'].includes(k)
+        )
+          expect(h[k]).toBeUndefined();
       expect(h['x-forwarded-for']).toBe('127.0.0.1');
+      expect(h['x-forwarded-proto']).toBe('http');
+      expect(h['x-forwarded-host']).toBe(new URL(p.url).host);
       expect(h['x-service-access-check']).toMatch(/\/\.gatehouse\/access-check\//);
       // Not ours and no user identified: the client's own Authorization goes to the app untouched.
       expect(h.authorization).toBe('Basic dXNlcjpwYXNz');
