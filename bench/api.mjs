@@ -283,6 +283,9 @@ async function benchBackend(name) {
       const r = await readWholeBody(`${server.url}/users`, auth);
       const mem = rss.stop();
       if (r.status !== 200) throw new Error(`GET /users answered ${r.status}`);
+      if (!String(r.contentType).startsWith('application/x-json-lines')) {
+        throw new Error(`GET /users answered with Content-Type ${r.contentType}`);
+      }
       if (r.lines !== users) throw new Error(`GET /users returned ${r.lines} lines for ${users} users`);
       const run = {
         seconds: Math.round(r.totalMs) / 1000,
@@ -353,7 +356,9 @@ async function main() {
       summary.backends.push({ name, title: name === 'sqlite' ? 'SQLite' : 'PostgreSQL', error: message });
     }
   }
-  summary.loadAvgAfter = machineInfo().loadAvg;
+  const after = machineInfo();
+  summary.loadAvgAfter = after.loadAvg;
+  summary.cpuPressureAfter = after.cpuPressure;
   summary.seconds = Math.round((performance.now() - started) / 100) / 10;
 
   const sqlite = summary.backends.find((b) => b.name === 'sqlite' && !b.error);
@@ -460,7 +465,11 @@ async function main() {
     `Load: ${summary.settings.generator}; GET ${settings.getConnections} and POST ${settings.postConnections} ` +
       `connections, ${settings.durationS} s per scenario after a ${settings.warmupS} s warm-up; ` +
       `list read ${settings.listRuns} time(s). Machine: ${summary.machine.nproc} CPUs, ${summary.machine.cpuModel}, ` +
-      `load average ${summary.machine.loadAvg.join(' ')} before the run. Code: commit ${summary.build.commit}` +
+      `load average ${summary.machine.loadAvg.join(' ')} before the run` +
+      (summary.cpuPressureAfter
+        ? `, CPU pressure (share of time tasks waited for a CPU) ${summary.cpuPressureAfter.avg60} % over the last minute of the run`
+        : '') +
+      `. Code: commit ${summary.build.commit}` +
       `${summary.build.srcChanged ? ' with uncommitted changes in src/' : ''}, dist/ built ${summary.build.distBuilt}.`,
   ];
   if (!summary.targets) {

@@ -29,5 +29,16 @@ export function machineInfo() {
     node: process.version,
     os: `${osRelease} (Linux ${os.release()})`,
     loadAvg: os.loadavg().map((x) => Math.round(x * 100) / 100),
+    cpuPressure: cpuPressure(),
   };
+}
+
+/**
+ * Linux pressure stall information for CPU: the share of the last 10 s / 60 s in which some
+ * runnable task waited for a CPU (percent). Near 0 on a quiet machine; a benchmark taken while
+ * it is high measured a server that had to queue for the CPU.
+ */
+export function cpuPressure() {
+  const m = /^some avg10=([\d.]+) avg60=([\d.]+)/m.exec(tryRead('/proc/pressure/cpu'));
+  return m ? { avg10: Number(m[1]), avg60: Number(m[2]) } : undefined;
 }
