@@ -230,6 +230,44 @@ describe.each(backends())('sign-in flow endpoints on %s', (backend) => {
     },
   );
 
+  it.skipIf(!OATH)(
+    'administrators provision TOTP and backup codes for a user with the admin key',
+    async () => {
+      const e = email();
+      const id = await makeUser(s, { email: e, password: PW });
+      const start = await s.req({ method: 'POST', url: `/auth/enroll/totp?user=${id}`, payload: {} });
+      expect(start.statusCode).toBe(200);
+      const secret = start.json().Secret as string;
+      const conf = await s.req({
+        method: 'POST',
+        url: `/auth/enroll/totp/confirm?user=${id}`,
+        payload: { Code: oathtool(secret) },
+      });
+      expect(conf.statusCode, conf.body).toBe(204);
+      const codes = (
+        await s.req({ method: 'POST', url: `/auth/enroll/backup?user=${id}`, payload: {} })
+      ).json().Codes;
+      const b = new Browser(s);
+      await b.post('/auth/email', { email: e });
+      expect((await b.post('/auth')).json().Factors.sort()).toEqual(['backup', 'password', 'totp']);
+      expect((await b.post('/auth/backup', { code: codes[3] })).statusCode).toBe(204);
+      await b.post('/auth/password', { password: PW });
+      expect((await b.post('/auth')).json().IntegrityLevel).toBe(3);
+      // A user key may not act on another user.
+      const userKey = await s.keyFor(['user'], id);
+      expect(
+        (
+          await s.req({
+            method: 'POST',
+            url: `/auth/enroll/backup?user=${s.adminId}`,
+            payload: {},
+            key: userKey,
+          })
+        ).statusCode,
+      ).toBe(403);
+    },
+  );
+
   it('backup codes: 204 once, 403 when reused or wrong', async () => {
     const e = email();
     await makeUser(s, { email: e, password: PW });

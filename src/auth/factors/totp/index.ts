@@ -88,12 +88,8 @@ export const totpFactor: Factor = {
     });
 
     app.post('/auth/enroll/totp', async (req, reply) => {
-      const { userId, other } = await enrollTarget(req, ctx);
-      if (other)
-        throw new ApiError(
-          'Forbidden',
-          'a TOTP secret is enrolled by its user; administrators may only remove it',
-        );
+      // An administrator may provision a user's authenticator (?user=): the secret goes to them.
+      const { userId } = await enrollTarget(req, ctx);
       const user = await ctx.store.get(User, userId);
       const tenant = await tenantDoc(ctx);
       const secret = new OTPAuth.Secret({ size: 20 });
@@ -120,7 +116,6 @@ export const totpFactor: Factor = {
 
     app.post('/auth/enroll/totp/confirm', async (req, reply) => {
       const { userId, other } = await enrollTarget(req, ctx);
-      if (other) throw new ApiError('Forbidden', 'a TOTP secret is confirmed by its user');
       const code = jsonBody(req).Code;
       if (typeof code !== 'string')
         throw new ApiError('InvalidField', 'Code must be a string', { field: 'Code' });
@@ -130,6 +125,7 @@ export const totpFactor: Factor = {
       await regulated(req, ctx, userId, 'TOTP code', () =>
         checkCode(ctx, userId, code.replace(/\s+/g, ''), true),
       );
+      if (other) await deleteUserSessions(ctx, userId);
       return reply.code(204).send();
     });
 
