@@ -1,6 +1,8 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import * as OTPAuth from 'otpauth';
 import { type Browser, chromium, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -15,7 +17,11 @@ if (!HAVE_CHROMIUM) {
     `\n*** ${CHROMIUM} not found: the browser tests of the sign-in pages are skipped ***\n\n`,
   );
 }
-const SHOTS = new URL('../../docs/screenshots/', import.meta.url).pathname;
+// Screenshots go to docs/screenshots/ only when asked (UPDATE_SCREENSHOTS=1), so ordinary runs
+// do not rewrite committed files; otherwise to a temporary directory.
+const SHOTS = process.env.UPDATE_SCREENSHOTS
+  ? new URL('../../docs/screenshots/', import.meta.url).pathname
+  : `${mkdtempSync(join(tmpdir(), 'gatehouse-shots-'))}/`;
 const PW = 'browser test password';
 
 /** A TOTP code for `at`: from oathtool when installed (an independent implementation), else otpauth. */
