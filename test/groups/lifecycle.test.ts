@@ -140,6 +140,14 @@ describe.each(backends())('group membership lifecycle on %s', (backend) => {
       'remove',
       'deleted',
     ]);
+    // The history is readable by the member and the group's approvers, not by other users.
+    const hurl = `/groups/${g}/members/${alice.id}/history`;
+    expect((await s.req({ method: 'GET', url: hurl, key: alice.key })).statusCode).toBe(200);
+    expect((await s.req({ method: 'GET', url: hurl, key: approver.key })).statusCode).toBe(200);
+    expect((await s.req({ method: 'GET', url: hurl, key: bob.key })).statusCode).toBe(403);
+    expect(
+      (await s.req({ method: 'GET', url: `/groups/${g}/members/${alice.id}`, key: bob.key })).statusCode,
+    ).toBe(403);
     const removal = versions[7] as { State: string; LastChange: Record<string, string> };
     expect(removal.State).toBe('removed');
     expect(removal.LastChange).toMatchObject({
