@@ -75,6 +75,7 @@ export async function authResponse(
 }
 
 /** The OtherSession item of a session (GET /auth/sessions and the event stream). */
+/** The OtherSession shape (GET /auth/sessions items, the event stream's OtherSession kind). */
 export function otherSession(s: Session, current: string | undefined) {
   return {
     ID: s.id,
