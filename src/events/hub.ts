@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { FastifyRequest } from 'fastify';
 import { sql } from 'kysely';
 import type { WebSocket } from 'ws';
@@ -5,6 +6,7 @@ import type { ServiceContext } from '../api/context.js';
 import { userUsable } from '../auth/apikeys.js';
 import { access } from '../auth/permissions.js';
 import type { Principal } from '../auth/principal.js';
+import { sessionById, sessionEvents } from '../auth/session/sessions.js';
 import { APIKey } from '../objects/apikey.js';
 import type { Doc } from '../objects/fields.js';
 import { timestampMs } from '../objects/fields.js';
@@ -24,6 +26,7 @@ import {
   parseRequest,
   StreamError,
 } from './protocol.js';
+import type { SessionChange } from './sessions.js';
 import { takeSnapshot } from './snapshot.js';
 import { ChangeTailer, SIGNALS_CHANNEL } from './tailer.js';
 
@@ -141,9 +144,11 @@ export class Connection {
   keyUntil = Number.POSITIVE_INFINITY;
   /** When the user's suspension starts (epoch ms). */
   userUntil = Number.POSITIVE_INFINITY;
+  /** When the session expires (its maximum lifetime) (epoch ms). */
+  sessionUntil = Number.POSITIVE_INFINITY;
   /** When the credentials stop being valid; checked at every ping. */
   get validUntil() {
-    return Math.min(this.keyUntil, this.userUntil);
+    return Math.min(this.keyUntil, this.userUntil, this.sessionUntil);
   }
   /** By Kind and ID; null for a special kind's subscription (its stop function is in `stops`). */
   readonly subscriptions = new Map<string, Subscription | null>();
@@ -244,6 +249,8 @@ export class Connection {
           principal: this.principal,
           request: this.request as FastifyRequest,
           logger: this.hub.logger,
+          service: this.hub.ctx,
+          onSessionChange: (fn) => this.hub.onSessionChange(fn),
           send: (frame) => this.send({ ...frame, Kind: req.Kind }),
           caughtUp: () => this.send(markerFrame(req.Kind)),
         });
@@ -313,6 +320,20 @@ export class EventHub {
   private closed = false;
   /** How subscriptions read their snapshot (replaceable so tests can widen the race window). */
   snapshot = takeSnapshot;
+  /** Tells this instance's own signals from the others'. */
+  private readonly instanceId = randomUUID();
+  private readonly sessionListeners = new Set<(ev: SessionChange) => Promise<void>>();
+  private sessionQueue: Promise<void> = Promise.resolve();
+  /** Session writes of this process (the sign-in code's sessionEvents). */
+  private readonly onLocalSession = (ev: SessionChange) => {
+    this.sessionChanged(ev);
+    void this.signal({
+      Event: 'SessionChanged',
+      SessionID: ev.sessionId,
+      UserID: ev.userId,
+      Deleted: ev.deleted,
+    }).catch((err) => this.logger.warn({ err }, 'event stream: cannot signal a session change'));
+  };
 
   constructor(
     readonly ctx: ServiceContext,
@@ -328,6 +349,46 @@ export class EventHub {
       { pollIntervalMs: this.options.pollIntervalMs, batchSize: 1000 },
       (payload) => this.applySignal(payload),
     );
+    sessionEvents.on('change', this.onLocalSession);
+  }
+
+  /**
+   * A session changed (here or, on PostgreSQL, on another instance): the Auth and OtherSession
+   * subscriptions update first, then the session's streams are checked: ended → 4001; integrity
+   * level no longer the one the stream was opened with → StatusCode 100 frame and close.
+   */
+  private sessionChanged(ev: SessionChange) {
+    this.sessionQueue = this.sessionQueue
+      .then(async () => {
+        if (this.closed) return;
+        await Promise.allSettled([...this.sessionListeners].map((fn) => fn(ev)));
+        await this.checkSessions(ev);
+      })
+      .catch((err) => this.logger.warn({ err }, 'event stream: handling a session change failed'));
+  }
+
+  onSessionChange(fn: (ev: SessionChange) => Promise<void>): () => void {
+    this.sessionListeners.add(fn);
+    return () => this.sessionListeners.delete(fn);
+  }
+
+  private async checkSessions(ev: SessionChange) {
+    const affected = [...this.connections].filter(
+      (c) =>
+        c.principal.via === 'session' &&
+        (ev.sessionId !== '' ? c.principal.sessionId === ev.sessionId : c.principal.userId === ev.userId),
+    );
+    for (const conn of affected) {
+      const sid = conn.principal.sessionId as string;
+      const s = await sessionById(this.ctx, sid);
+      if (!s || s.userId !== conn.principal.userId) {
+        conn.close(CloseCodes.CredentialsRevoked, 'the session ended');
+      } else if (s.level !== conn.principal.integrityLevel) {
+        this.integrityChanged((_p) => _p === conn.principal);
+      } else {
+        conn.sessionUntil = s.expireTime;
+      }
+    }
   }
 
   /** Changes limits at run time (tests, tuning); the ping timer restarts with the new interval. */
@@ -411,19 +472,25 @@ export class EventHub {
   }
 
   /** Tells the other instances (PostgreSQL NOTIFY; SQLite has one process). */
-  private async signal(payload: { Event: string; SessionID: string }) {
-    if (this.ctx.db.dialect !== 'postgres') return;
-    await sql`SELECT pg_notify(${SIGNALS_CHANNEL}, ${JSON.stringify(payload)})`.execute(this.ctx.db.kysely);
+  private async signal(payload: Record<string, unknown>) {
+    if (this.ctx.db.dialect !== 'postgres' || this.closed) return;
+    const text = JSON.stringify({ ...payload, From: this.instanceId });
+    await sql`SELECT pg_notify(${SIGNALS_CHANNEL}, ${text})`.execute(this.ctx.db.kysely);
   }
 
   private applySignal(text: string) {
-    let msg: { Event?: unknown; SessionID?: unknown };
+    let msg: { Event?: unknown; SessionID?: unknown; UserID?: unknown; Deleted?: unknown; From?: unknown };
     try {
       msg = JSON.parse(text) as typeof msg;
     } catch {
       return;
     }
+    if (msg.From === this.instanceId) return;
     const id = msg.SessionID;
+    if (msg.Event === 'SessionChanged' && typeof id === 'string' && typeof msg.UserID === 'string') {
+      this.sessionChanged({ sessionId: id, userId: msg.UserID, deleted: msg.Deleted === true });
+      return;
+    }
     if (typeof id !== 'string' || id === '') return;
     if (msg.Event === 'IntegrityChanged') this.integrityChanged((p) => p.sessionId === id);
     else if (msg.Event === 'SessionEnded') this.endStreams((p) => p.sessionId === id, 'the session ended');
@@ -479,6 +546,10 @@ export class EventHub {
       const key = await this.ctx.store.get(APIKey, p.keyId);
       conn.keyUntil = key ? expiryOf(key.doc.ExpireTime) : 0;
     }
+    if (p.sessionId) {
+      const s = await sessionById(this.ctx, p.sessionId);
+      conn.sessionUntil = s ? s.expireTime : 0;
+    }
     if (p.userId) {
       const user = await this.ctx.store.get(User, p.userId);
       conn.userUntil = user && userUsable(user.doc) ? suspensionOf(user.doc.SuspendAfter) : 0;
@@ -526,6 +597,7 @@ export class EventHub {
 
   async close() {
     this.closed = true;
+    sessionEvents.off('change', this.onLocalSession);
     clearInterval(this.pingTimer);
     this.pingTimer = undefined;
     for (const conn of [...this.connections]) conn.terminate();

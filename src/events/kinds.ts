@@ -1,6 +1,8 @@
 import type { FastifyBaseLogger, FastifyRequest } from 'fastify';
+import type { ServiceContext } from '../api/context.js';
 import type { Principal } from '../auth/principal.js';
-import { type ListItemFrame, StreamError } from './protocol.js';
+import type { ListItemFrame } from './protocol.js';
+import { authKind, otherSessionKind, type SessionChange } from './sessions.js';
 
 /** What a special kind's source is given for one subscription. */
 export interface SpecialKindContext {
@@ -11,6 +13,12 @@ export interface SpecialKindContext {
   /** The upgrade request (its cookies, headers, session...). */
   request: FastifyRequest;
   logger: FastifyBaseLogger;
+  service: ServiceContext;
+  /**
+   * Calls `fn` for every session change of every instance (awaited, in order, before the hub
+   * checks the integrity level of the affected streams); returns the unsubscribe function.
+   */
+  onSessionChange(fn: (ev: SessionChange) => Promise<void>): () => void;
   /** Sends a frame; Kind is filled in. Returns false once the connection is closing. */
   send(frame: ListItemFrame): boolean;
   /** Sends the catch-up marker (ID ""). Call it once, after the current state. */
@@ -26,28 +34,13 @@ export interface SpecialKind {
   subscribe(ctx: SpecialKindContext): (() => void) | Promise<() => void>;
 }
 
-/** A source for a kind that cannot be served yet: answers every subscription with an error frame. */
-export function unavailableKind(status: number, text: string): SpecialKind {
-  return {
-    subscribe() {
-      throw new StreamError(status, text);
-    },
-  };
-}
-
-const NO_SESSIONS = (kind: string) =>
-  unavailableKind(
-    501,
-    `${kind} events are not implemented yet: session state is not streamed by this server`,
-  );
-
 /**
- * The special kinds, by name. The sign-in code provides a real source with
- * `registerSpecialKind('Auth', source)` (one line beside its routes); until then they answer 501.
+ * The special kinds, by name: Auth and OtherSession (src/events/sessions.ts). Another kind is
+ * added, or one replaced, with `registerSpecialKind(name, source)`.
  */
 const specialKinds = new Map<string, SpecialKind>([
-  ['Auth', NO_SESSIONS('Auth')],
-  ['OtherSession', NO_SESSIONS('OtherSession')],
+  ['Auth', authKind],
+  ['OtherSession', otherSessionKind],
 ]);
 
 export function registerSpecialKind(kind: string, source: SpecialKind): void {

@@ -2,6 +2,7 @@ import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ServiceContext } from '../../src/api/context.js';
 import type { Principal } from '../../src/auth/principal.js';
+import { createSession } from '../../src/auth/session/sessions.js';
 import { loadServiceConfig } from '../../src/config/index.js';
 import { EventHub, type EventSocket } from '../../src/events/hub.js';
 import { Group } from '../../src/objects/group.js';
@@ -88,11 +89,17 @@ describe.each(backends())('event hub limits on %s', (backend) => {
 
   it('closes the streams of a session whose integrity changed (100 frame) or that ended (4001)', async () => {
     const { obj: user } = await ctx.store.create(User, {});
-    const session = (id: string): Principal => ({
+    const sessions = new Map<string, string>();
+    for (const name of ['one', 'two', 'three']) {
+      const { session } = await createSession(ctx, { deviceId: `device-${name}`, userId: user.id });
+      sessions.set(name, session.id);
+    }
+    const session = (name: string): Principal => ({
       via: 'session',
       userId: user.id,
       scopes: new Set(['user']),
-      sessionId: id,
+      sessionId: sessions.get(name),
+      integrityLevel: 1,
     });
     const s1 = new FakeSocket();
     const s2 = new FakeSocket();
@@ -100,12 +107,12 @@ describe.each(backends())('event hub limits on %s', (backend) => {
     await hub.accept(s1 as unknown as EventSocket, session('one'));
     await hub.accept(s2 as unknown as EventSocket, session('two'));
     await hub.accept(s3 as unknown as EventSocket, session('three'));
-    await hub.sessionIntegrityChanged('one');
+    await hub.sessionIntegrityChanged(sessions.get('one') as string);
     expect(s1.sent.map((f) => JSON.parse(f))).toEqual([
       { ID: '', Item: {}, StatusCode: 100, StatusText: 'Integrity Level Changed' },
     ]);
     expect(s1.closedWith?.code).toBe(1000);
-    await hub.sessionEnded('two');
+    await hub.sessionEnded(sessions.get('two') as string);
     expect(s2.closedWith?.code).toBe(4001);
     expect(s2.sent).toEqual([]);
     expect(s3.closedWith).toBeUndefined();

@@ -1,12 +1,16 @@
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
+import { sql } from 'kysely';
+import pg from 'pg';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createServer } from '../../src/api/server.js';
 import type { Principal } from '../../src/auth/principal.js';
+import { createSession, saveSession } from '../../src/auth/session/sessions.js';
 import { loadServiceConfig } from '../../src/config/index.js';
 import type { EventSocket } from '../../src/events/hub.js';
 import { Group } from '../../src/objects/group.js';
+import { User } from '../../src/objects/user.js';
 import { bootstrap, createApiKey } from '../../src/store/bootstrap.js';
 import { type Db, openDb } from '../../src/store/db.js';
 import { migrate } from '../../src/store/migrations.js';
@@ -112,15 +116,19 @@ describe.each(backends())('event streams across instances on %s', (backend) => {
   );
 
   it.skipIf(backend !== 'postgres')("ends a session's streams on the other instance too", async () => {
+    const { obj: user } = await a.store.create(User, {});
+    const { session } = await createSession(a, { deviceId: 'device-x', userId: user.id });
     const principal: Principal = {
       via: 'session',
-      userId: '',
+      userId: user.id,
       scopes: new Set(['user']),
-      sessionId: 'sess-x',
+      sessionId: session.id,
+      integrityLevel: session.level,
     };
     const sock = new FakeSocket();
     await b.app.events.accept(sock as unknown as EventSocket, principal);
-    await a.app.events.sessionIntegrityChanged('sess-x');
+    expect(sock.closedWith).toBeUndefined();
+    await a.app.events.sessionIntegrityChanged(session.id);
     const end = Date.now() + 3000;
     while (!sock.closedWith && Date.now() < end) await new Promise((r) => setTimeout(r, 10));
     expect(sock.closedWith?.code).toBe(1000);
@@ -129,6 +137,61 @@ describe.each(backends())('event streams across instances on %s', (backend) => {
       StatusText: 'Integrity Level Changed',
     });
   });
+
+  it.skipIf(backend !== 'postgres')(
+    'a session level change on one instance ends its stream on the other',
+    async () => {
+      const { obj: user } = await a.store.create(User, {});
+      const { session } = await createSession(a, { deviceId: 'device-y', userId: user.id });
+      const principal: Principal = {
+        via: 'session',
+        userId: user.id,
+        scopes: new Set(['user']),
+        sessionId: session.id,
+        integrityLevel: session.level,
+      };
+      const sock = new FakeSocket();
+      await b.app.events.accept(sock as unknown as EventSocket, principal);
+      expect(sock.closedWith).toBeUndefined();
+      // Both instances live in this test process and share the in-process session emitter, so the
+      // two halves of the relay are checked apart. 1: a session write on A is announced over NOTIFY.
+      const pool = a.db.pool as NonNullable<Db['pool']>;
+      const listener = new pg.Client(pool.options);
+      await listener.connect();
+      const heard: string[] = [];
+      listener.on('notification', (m) => heard.push(m.payload ?? ''));
+      await listener.query('LISTEN gatehouse_event_signals');
+      try {
+        await saveSession(a, { ...session, data: { UserAgent: 'touch' } });
+        const until = Date.now() + 3000;
+        while (!heard.some((h) => h.includes(session.id)) && Date.now() < until)
+          await new Promise((r) => setTimeout(r, 10));
+        expect(JSON.parse(heard.find((h) => h.includes(session.id)) ?? '{}')).toMatchObject({
+          Event: 'SessionChanged',
+          SessionID: session.id,
+          UserID: user.id,
+        });
+      } finally {
+        await listener.end();
+      }
+      expect(sock.closedWith).toBeUndefined(); // same level: the stream stays
+      // 2: B acts on such a notice from another process: the level was raised behind its back.
+      await sql`UPDATE sessions SET level = level + 1 WHERE id = ${session.id}`.execute(a.db.kysely);
+      await new Promise((r) => setTimeout(r, 100));
+      expect(sock.closedWith).toBeUndefined();
+      const notice = JSON.stringify({
+        Event: 'SessionChanged',
+        SessionID: session.id,
+        UserID: user.id,
+        From: 'elsewhere',
+      });
+      await sql`SELECT pg_notify('gatehouse_event_signals', ${notice})`.execute(a.db.kysely);
+      const end = Date.now() + 3000;
+      while (!sock.closedWith && Date.now() < end) await new Promise((r) => setTimeout(r, 10));
+      expect(sock.closedWith?.code).toBe(1000);
+      expect(JSON.parse(sock.sent[0] ?? '{}')).toMatchObject({ StatusCode: 100 });
+    },
+  );
 
   it('closes its streams with 1001 when the instance shuts down', async () => {
     const c = await EventClient.open(b.url, key);

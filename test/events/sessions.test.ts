@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
+import { type Session, saveSession, sessionById } from '../../src/auth/session/sessions.js';
 import { type Browser, makeUser, signedIn } from '../auth/client.js';
 import { backends, startTestService, type TestService } from '../helpers.js';
 import { EventClient } from './client.js';
@@ -40,6 +41,55 @@ describe.each(backends())('GET /events with a session cookie on %s', (backend) =
       StatusText: 'Integrity Level Changed',
     });
     expect(closed.code).toBe(1000);
+  });
+
+  it('streams Auth and OtherSession; a proven factor updates Auth, then 100 and close', async () => {
+    const c = await EventClient.open(base, undefined, { headers: { cookie: cookieHeader(), origin: base } });
+    clients.push(c);
+    c.send({ Kind: 'Auth' });
+    const auth = await c.caughtUp('Auth');
+    expect(auth).toHaveLength(1);
+    const sid = auth[0]?.ID as string;
+    expect(auth[0]?.Item).toMatchObject({ Authorized: true, SessionID: sid, UserID: userId });
+    const level = auth[0]?.Item.IntegrityLevel as number;
+
+    c.send({ Kind: 'OtherSession' });
+    const others = await c.caughtUp('OtherSession');
+    expect(others.find((f) => f.ID === sid)?.Item).toMatchObject({ ID: sid, Current: true, UserID: userId });
+
+    // Another sign-in of the same user appears; its sign-out is a deletion frame.
+    const second = await signedIn(s, 'ev@example.com', 'correct horse battery staple 9');
+    await c.until((x) => x.frames.some((f) => f.Kind === 'OtherSession' && f.ID !== sid && f.ID !== ''));
+    const secondId = c.frames.find((f) => f.Kind === 'OtherSession' && f.ID !== sid && f.ID !== '')?.ID;
+    expect(c.frames.find((f) => f.ID === secondId)?.Item).toMatchObject({ Current: false });
+    expect((await second.post('/auth/signout')).statusCode).toBe(204);
+    await c.until((x) => x.frames.some((f) => f.ID === secondId && Object.keys(f.Item).length === 0));
+    expect(c.closed).toBeUndefined();
+
+    // A second factor proven in this session (as a factor endpoint does): its level rises.
+    const session = (await sessionById(s, sid)) as Session;
+    await saveSession(s, { ...session, factors: [...session.factors, 'totp'] });
+    const closed = await c.waitClose();
+    const tail = c.frames.slice(-2);
+    expect(tail[0]).toMatchObject({ Kind: 'Auth', ID: sid });
+    expect(tail[0]?.Item.IntegrityLevel).toBeGreaterThan(level);
+    expect(tail[1]).toEqual({ ID: '', Item: {}, StatusCode: 100, StatusText: 'Integrity Level Changed' });
+    expect(closed.code).toBe(1000);
+    // The level change rotated the session token (fixation defence): sign in afresh.
+    browser = await signedIn(s, 'ev@example.com', 'correct horse battery staple 9');
+  });
+
+  it('closes the stream of a session revoked from elsewhere (4001)', async () => {
+    const c = await EventClient.open(base, undefined, { headers: { cookie: cookieHeader(), origin: base } });
+    clients.push(c);
+    c.send({ Kind: 'Auth' });
+    const sid = (await c.caughtUp('Auth'))[0]?.ID as string;
+    const res = await s.req({ method: 'DELETE', url: `/auth/sessions/${sid}` });
+    expect(res.statusCode).toBe(204);
+    const closed = await c.waitClose();
+    expect(closed.code).toBe(4001);
+    // Signed out: sign in again for the next tests.
+    browser = await signedIn(s, 'ev@example.com', 'correct horse battery staple 9');
   });
 
   it('refuses a session-cookie handshake from another origin (cross-site websocket hijacking)', async () => {
