@@ -1,6 +1,6 @@
 import { randomBytes, randomInt } from 'node:crypto';
 import { EventEmitter } from 'node:events';
-import { type Compilable, CompiledQuery, type RawBuilder, sql, type Transaction } from 'kysely';
+import { type Compilable, CompiledQuery, type Kysely, type RawBuilder, sql, type Transaction } from 'kysely';
 import { ApiError } from '../api/errors.js';
 import { type Doc, normalize } from '../objects/fields.js';
 import type { Actor, ObjectType } from '../objects/type.js';
@@ -134,13 +134,10 @@ export class ObjectStore {
   ): Promise<{ obj: StoredObject; response?: Doc }> {
     const objectId = id ?? newId();
     return this.write(async (tx) => {
-      const exists = await tx
-        .selectFrom('objects')
-        .select('id')
-        .where('type', '=', type.kind)
-        .where('id', '=', objectId)
-        .executeTakeFirst();
-      if (exists) throw new ApiError('Conflict', `${type.kind} ${objectId} already exists`);
+      // A generated id is 72 random bits: a clash is left to the primary key. A chosen name is checked.
+      if (id !== undefined && (await this.row(tx, type, id))) {
+        throw new ApiError('Conflict', `${type.kind} ${objectId} already exists`);
+      }
       const prepared = await this.prepare(type, input, undefined, {}, actor);
       prepared.doc.ID = objectId;
       await this.checkRefs(tx, type, prepared.doc, undefined);
@@ -210,13 +207,7 @@ export class ObjectStore {
     ) => { doc: Doc; secret?: Doc } | null | Promise<{ doc: Doc; secret?: Doc } | null>,
   ): Promise<StoredObject | undefined> {
     return this.write(async (tx) => {
-      const row = await tx
-        .selectFrom('objects')
-        .select(['id', 'data', 'etag', 'create_time', 'modify_time', 'secret'])
-        .where('type', '=', type.kind)
-        .where('id', '=', id)
-        .executeTakeFirst();
-      const current = row ? { ...toStored(row), secret: parseSecret(row.secret) } : undefined;
+      const current = await this.row(tx, type, id);
       const next = await mutate(current?.doc, current?.secret ?? {});
       if (next === null) {
         if (current) await this.remove(tx, type, id);
@@ -324,7 +315,12 @@ export class ObjectStore {
    * lookup, Kysely's builder and compiler cost more than the database. `params` are given in the
    * order the builder's placeholders appear.
    */
-  private async fixed<R>(name: string, build: () => Compilable<unknown>, params: unknown[]): Promise<R[]> {
+  private async fixed<R>(
+    name: string,
+    build: () => Compilable<unknown>,
+    params: unknown[],
+    executor: Kysely<Database> | Tx = this.k,
+  ): Promise<R[]> {
     let text: string | undefined = this.fixedSql.get(name);
     if (text === undefined) {
       const compiled = build().compile();
@@ -333,7 +329,7 @@ export class ObjectStore {
       text = compiled.sql;
       this.fixedSql.set(name, text);
     }
-    return (await this.k.executeQuery<R>(CompiledQuery.raw(text, params))).rows;
+    return (await executor.executeQuery<R>(CompiledQuery.raw(text, params))).rows;
   }
 
   private async write<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
@@ -348,15 +344,30 @@ export class ObjectStore {
     return result;
   }
 
+  /** The stored row with its hidden state, read inside a write transaction. */
+  private async row(
+    tx: Tx,
+    type: ObjectType,
+    id: string,
+  ): Promise<(StoredObject & { secret: Doc }) | undefined> {
+    const [row] = await this.fixed<StoredRow & { secret: string | null }>(
+      'row',
+      () =>
+        this.k
+          .selectFrom('objects')
+          .select(['id', 'data', 'etag', 'create_time', 'modify_time', 'secret'])
+          .where('type', '=', '')
+          .where('id', '=', ''),
+      [type.kind, id],
+      tx,
+    );
+    return row && { ...toStored(row), secret: parseSecret(row.secret) };
+  }
+
   private async current(tx: Tx, type: ObjectType, id: string): Promise<StoredObject & { secret: Doc }> {
-    const row = await tx
-      .selectFrom('objects')
-      .select(['id', 'data', 'etag', 'create_time', 'modify_time', 'secret'])
-      .where('type', '=', type.kind)
-      .where('id', '=', id)
-      .executeTakeFirst();
-    if (!row) throw new ApiError('NotFound', `${type.kind} ${id} does not exist`);
-    return { ...toStored(row), secret: parseSecret(row.secret) };
+    const found = await this.row(tx, type, id);
+    if (!found) throw new ApiError('NotFound', `${type.kind} ${id} does not exist`);
+    return found;
   }
 
   /** Reference fields must name existing objects; unchanged values are not re-checked. */
@@ -455,7 +466,12 @@ export class ObjectStore {
     now: number,
   ): Promise<string> {
     const etag = `"${randomBytes(12).toString('base64url')}"`;
-    await tx.insertInto('changes').values({ type: type.kind, id, data, etag, time: now }).execute();
+    await this.fixed(
+      'logChange',
+      () => this.k.insertInto('changes').values({ type: '', id: '', data: '', etag: '', time: 0 }),
+      [type.kind, id, data, etag, now],
+      tx,
+    );
     return etag;
   }
 
@@ -464,18 +480,15 @@ export class ObjectStore {
     const data = JSON.stringify(doc);
     await this.writeKeys(tx, type, id, this.keysOf(type, doc, secret), new Map());
     const etag = await this.logChange(tx, type, id, data, now);
-    await tx
-      .insertInto('objects')
-      .values({
-        type: type.kind,
-        id,
-        data,
-        etag,
-        create_time: now,
-        modify_time: now,
-        secret: secretText(secret),
-      })
-      .execute();
+    await this.fixed(
+      'insert',
+      () =>
+        this.k
+          .insertInto('objects')
+          .values({ type: '', id: '', data: '', etag: '', create_time: 0, modify_time: 0, secret: '' }),
+      [type.kind, id, data, etag, now, now, secretText(secret)],
+      tx,
+    );
     return { id, doc, data, etag, createTime: now, modifyTime: now };
   }
 
@@ -496,12 +509,17 @@ export class ObjectStore {
       this.keysOf(type, current.doc, current.secret),
     );
     const etag = await this.logChange(tx, type, current.id, data, now);
-    await tx
-      .updateTable('objects')
-      .set({ data, etag, modify_time: now, secret: secretText(secret) })
-      .where('type', '=', type.kind)
-      .where('id', '=', current.id)
-      .execute();
+    await this.fixed(
+      'replace',
+      () =>
+        this.k
+          .updateTable('objects')
+          .set({ data: '', etag: '', modify_time: 0, secret: '' })
+          .where('type', '=', '')
+          .where('id', '=', ''),
+      [data, etag, now, secretText(secret), type.kind, current.id],
+      tx,
+    );
     return { ...current, doc, data, etag, modifyTime: now };
   }
 
