@@ -2,6 +2,7 @@ import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hashSecret, verifySecret } from '../../src/auth/factors/secrets.js';
 import { signIntent } from '../../src/auth/intents.js';
+import { authDb } from '../../src/auth/session/db.js';
 import { backends, startTestService, type TestService } from '../helpers.js';
 import { Browser, makeUser, signedIn } from './client.js';
 
@@ -76,6 +77,25 @@ describe.each(backends())('sign-in security on %s', (backend) => {
       headers: { cookie: `gatehouse_session=${t2}; gatehouse_session=${t1}` },
     });
     expect(dup.statusCode).toBe(401);
+  });
+
+  it('parallel steps of one sign-in keep both factors (no lost update)', async () => {
+    const e = email();
+    const id = await makeUser(s, { email: e, password: PW });
+    const codes = (await s.req({ method: 'POST', url: `/auth/enroll/backup?user=${id}`, payload: {} })).json()
+      .Codes;
+    const b = new Browser(s);
+    await b.post('/auth/email', { email: e });
+    const [p, c] = await Promise.all([
+      b.post('/auth/password', { password: PW }),
+      b.post('/auth/backup', { code: codes[0] }),
+    ]);
+    expect([p.statusCode, c.statusCode]).toEqual([204, 204]);
+    // Read the row itself: which of the two responses' cookies a browser keeps depends on their order.
+    const rows = await authDb(s).selectFrom('sessions').selectAll().where('user_id', '=', id).execute();
+    expect(rows).toHaveLength(1);
+    expect((JSON.parse(rows[0]?.factors ?? '[]') as string[]).sort()).toEqual(['backup', 'password']);
+    expect(Number(rows[0]?.level)).toBe(3);
   });
 
   it('intent replay across sessions: an intent works only in the session it was issued to', async () => {

@@ -9,7 +9,13 @@ import type { FactorKind } from '../integrity.js';
 import { type Intent, verifyIntent } from '../intents.js';
 import { hasAnyScope } from '../permissions.js';
 import type { Principal } from '../principal.js';
-import { replaceSession, requestSession, type Session, updateRequestSession } from '../session/sessions.js';
+import {
+  mutateRequestSession,
+  replaceSession,
+  requestSession,
+  type Session,
+  updateRequestSession,
+} from '../session/sessions.js';
 import { addressKey, attemptSucceeded, chargeAttempt, userKey } from '../throttle.js';
 
 /**
@@ -137,9 +143,17 @@ export async function proven(
   ctx: ServiceContext,
   s: Session,
   name: string,
+  data?: Partial<Session['data']>,
 ) {
-  const factors = s.factors.includes(name) ? s.factors : [...s.factors, name];
-  return updateRequestSession(req, reply, ctx, { ...s, factors });
+  return mutateRequestSession(req, reply, ctx, s.id, (cur) => {
+    if (cur.userId !== s.userId)
+      throw new ApiError('Conflict', 'the session changed user during this step; retry');
+    return {
+      ...cur,
+      factors: cur.factors.includes(name) ? cur.factors : [...cur.factors, name],
+      data: data ? { ...cur.data, ...data } : cur.data,
+    };
+  });
 }
 
 /**

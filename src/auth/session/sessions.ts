@@ -2,6 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { ServiceContext } from '../../api/context.js';
+import { ApiError } from '../../api/errors.js';
 import { newId } from '../../store/objects.js';
 import { Level, levelOf, tenantDoc } from '../integrity.js';
 import {
@@ -214,6 +215,42 @@ export async function saveSession(
   return { session: next, token };
 }
 
+/**
+ * Read-modify-write of a session in one transaction (row locked on PostgreSQL; SQLite runs one
+ * writer at a time), so parallel steps of one sign-in do not lose each other's factors. The level
+ * is recomputed; the token is replaced when the level changes (or `rotate` says so).
+ */
+export async function mutateSession(
+  ctx: Ctx,
+  id: string,
+  fn: (current: Session) => Session,
+  opts: { rotate?: boolean } = {},
+): Promise<{ session: Session; token?: string } | undefined> {
+  const result = await authDb(ctx)
+    .transaction()
+    .execute(async (tx) => {
+      let q = tx.selectFrom('sessions').selectAll().where('id', '=', id);
+      if (ctx.db.dialect === 'postgres') q = q.forUpdate();
+      const row = await q.executeTakeFirst();
+      if (!row) return undefined;
+      const current = toSession(row);
+      const s = fn(current);
+      const level = levelOf(s.userId !== '', s.factors, s.data.BoostLevel ?? 0);
+      const token = (opts.rotate ?? level !== current.level) ? newToken() : undefined;
+      const set: Partial<SessionsTable> = {
+        user_id: s.userId,
+        level,
+        factors: JSON.stringify(s.factors),
+        data: JSON.stringify(s.data),
+      };
+      if (token) set.token_hash = hashToken(token);
+      await tx.updateTable('sessions').set(set).where('id', '=', id).execute();
+      return { session: { ...s, level }, token };
+    });
+  if (result) changed(result.session.userId, id);
+  return result;
+}
+
 // ---- per-request state ------------------------------------------------------------------------
 
 interface RequestState {
@@ -296,6 +333,25 @@ export async function updateRequestSession(
   const st = states.get(req);
   if (st) st.session = session;
   return session;
+}
+
+/** mutateSession for the request's own session; a new token goes out in the cookie at once. */
+export async function mutateRequestSession(
+  req: FastifyRequest,
+  reply: FastifyReply,
+  ctx: Ctx,
+  id: string,
+  fn: (current: Session) => Session,
+): Promise<Session> {
+  const r = await mutateSession(ctx, id, fn);
+  if (!r) throw new ApiError('Unauthenticated', 'the session has ended; sign in again');
+  if (r.token) {
+    pendingCookies.delete(req);
+    setSessionCookie(req, reply, r.token);
+  }
+  const st = states.get(req);
+  if (st) st.session = r.session;
+  return r.session;
 }
 
 /** Ends the request's session (sign-out); the device cookie stays. */

@@ -6,8 +6,7 @@ import { ActivationCode } from '../../../objects/activationcode.js';
 import { type Doc, timestampMs } from '../../../objects/fields.js';
 import { User } from '../../../objects/user.js';
 import { tenantDoc } from '../../integrity.js';
-import { updateRequestSession } from '../../session/sessions.js';
-import { type Factor, FLOW, field, formIntent, formOf, identified, regulated } from '../factor.js';
+import { type Factor, FLOW, field, formIntent, formOf, identified, proven, regulated } from '../factor.js';
 
 /** At most this many candidate codes are tried per attempt (each is an argon2id verification). */
 const MAX_CANDIDATES = 64;
@@ -65,14 +64,7 @@ export const activationFactor: Factor = {
       const who = await identified(req, reply, ctx, form);
       await formIntent(ctx, form, who.session);
       await regulated(req, ctx, who.user.id, 'activation code', () => redeem(ctx, who.user.id, code));
-      const factors = who.session.factors.includes('activation_code')
-        ? who.session.factors
-        : [...who.session.factors, 'activation_code'];
-      await updateRequestSession(req, reply, ctx, {
-        ...who.session,
-        factors,
-        data: { ...who.session.data, ActivationCode: true },
-      });
+      await proven(req, reply, ctx, who.session, 'activation_code', { ActivationCode: true });
       return reply.code(204).send();
     });
 

@@ -1,7 +1,7 @@
 import { ApiError } from '../../../api/errors.js';
 import { User } from '../../../objects/user.js';
 import { verifyIntent } from '../../intents.js';
-import { requestSession, saveSession, sessionById } from '../../session/sessions.js';
+import { mutateSession, requestSession, sessionById } from '../../session/sessions.js';
 import { type Factor, FLOW } from '../factor.js';
 
 /**
@@ -57,11 +57,20 @@ export const boostFactor: Factor = {
       if (target.id === me.id) throw new ApiError('SessionConflict', 'a session cannot raise itself');
       if (target.level < intent.lvl) {
         // The holder gets a new token at its next request (its level changed: fixation defence).
-        await saveSession(
+        const done = await mutateSession(
           ctx,
-          { ...target, data: { ...target.data, BoostLevel: intent.lvl, RotatePending: true } },
+          target.id,
+          (cur) => ({
+            ...cur,
+            data: {
+              ...cur.data,
+              BoostLevel: Math.max(cur.data.BoostLevel ?? 0, intent.lvl),
+              RotatePending: true,
+            },
+          }),
           { rotate: false },
         );
+        if (!done) throw new ApiError('SessionConflict', 'the other session ended while being raised');
       }
       return reply.code(204).send();
     });
