@@ -80,6 +80,13 @@ export function registerObjectRoutes(app: FastifyInstance, { store }: ServiceCon
     const has = (op: Op) => type.ops.includes(op);
     const collection = `/${type.path}`;
 
+    /** With own-only access, the object must exist and be the caller's before it is changed. */
+    const requireOwn = async (req: FastifyRequest, id: string) => {
+      const existing = await store.get(type, id);
+      if (!existing) throw new ApiError('NotFound', `${type.kind} ${id} does not exist`);
+      checkOwner(req, type, 'own', existing.doc, id);
+    };
+
     const get = async (req: FastifyRequest, reply: FastifyReply, id: string) => {
       const a = authorize(req, type, 'get');
       const obj = await store.get(type, id);
@@ -91,11 +98,7 @@ export function registerObjectRoutes(app: FastifyInstance, { store }: ServiceCon
     const update = async (req: FastifyRequest, reply: FastifyReply, id: string) => {
       const a = authorize(req, type, 'update');
       const ifMatch = ifMatchOf(req);
-      if (a === 'own') {
-        const existing = await store.get(type, id);
-        if (!existing) throw new ApiError('NotFound', `${type.kind} ${id} does not exist`);
-        checkOwner(req, type, a, existing.doc, id);
-      }
+      if (a === 'own') await requireOwn(req, id);
       const { obj, changed } = await store.update(type, id, req.body ?? {}, ifMatch, {
         userId: principalOf(req).userId,
       });
@@ -121,11 +124,7 @@ export function registerObjectRoutes(app: FastifyInstance, { store }: ServiceCon
     const remove = async (req: FastifyRequest, reply: FastifyReply, id: string) => {
       const a = authorize(req, type, 'delete');
       const ifMatch = ifMatchOf(req);
-      if (a === 'own') {
-        const existing = await store.get(type, id);
-        if (!existing) throw new ApiError('NotFound', `${type.kind} ${id} does not exist`);
-        checkOwner(req, type, a, existing.doc, id);
-      }
+      if (a === 'own') await requireOwn(req, id);
       await store.delete(type, id, ifMatch);
       return reply.code(204).send();
     };
