@@ -57,6 +57,9 @@ export const DEFAULT_OPTIONS: EventHubOptions = {
   pollIntervalMs: 5_000,
 };
 
+/** Client messages waiting to be handled on one connection before it is closed with 1008. */
+export const MAX_QUEUED_MESSAGES = 256;
+
 /** The largest client message accepted (ws closes the connection with 1009 beyond it). */
 export const MAX_MESSAGE_BYTES = 16 * 1024;
 
@@ -98,10 +101,6 @@ class Subscription {
     /** Own-only access: the user whose objects may be shown; undefined for all. */
     readonly owner: string | undefined,
   ) {}
-
-  get key() {
-    return `${this.type.kind}\u0000${this.id ?? ''}`;
-  }
 
   offer(o: Outgoing) {
     if (this.id !== undefined && o.change.id !== this.id) return;
@@ -154,6 +153,7 @@ export class Connection {
   readonly subscriptions = new Map<string, Subscription | null>();
   readonly stops: (() => void)[] = [];
   private queue: Promise<void> = Promise.resolve();
+  private queued = 0;
 
   constructor(
     readonly hub: EventHub,
@@ -166,8 +166,15 @@ export class Connection {
     });
     socket.on('message', (data, isBinary) => {
       this.alive = true;
+      if (++this.queued > MAX_QUEUED_MESSAGES) {
+        this.close(CloseCodes.PolicyViolation, 'too many requests waiting: wait for the answers');
+        return;
+      }
       const text = isBinary ? undefined : String(data);
-      this.queue = this.queue.then(() => this.handle(text)).catch((err) => this.fail(err));
+      this.queue = this.queue
+        .then(() => this.handle(text))
+        .catch((err) => this.fail(err))
+        .finally(() => this.queued--);
     });
     socket.on('close', () => this.detach());
   }

@@ -28,6 +28,8 @@ export const CloseCodes = {
   IntegrityChanged: 1000,
   /** The server is shutting down. */
   GoingAway: 1001,
+  /** More than 256 client messages waiting to be handled. */
+  PolicyViolation: 1008,
   /** A client message larger than the limit (sent by ws itself). */
   MessageTooBig: 1009,
   /** Unexpected server error. */

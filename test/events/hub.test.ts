@@ -75,6 +75,20 @@ describe.each(backends())('event hub limits on %s', (backend) => {
     expect(stalled.closedWith?.code).toBe(4008);
   });
 
+  it('closes a connection that floods requests faster than they are answered (1008)', async () => {
+    const sock = new FakeSocket();
+    await hub.accept(sock as unknown as EventSocket, admin);
+    for (let i = 0; i < 300; i++) sock.message({ Kind: 'Group', ID: `g${i}` });
+    expect(sock.closedWith?.code).toBe(1008);
+    const calm = new FakeSocket();
+    await hub.accept(calm as unknown as EventSocket, admin);
+    for (let i = 0; i < 50; i++) calm.message({ Kind: 'Group', ID: `g${i}` });
+    await until(() => calm.sent.length >= 50); // a marker each (no such groups)
+    expect(calm.closedWith).toBeUndefined();
+    calm.terminate();
+    hub.endStreams(() => true);
+  });
+
   it('refuses more subscriptions than the limit with a 429 frame', async () => {
     hub.configure({ maxSubscriptions: 2 });
     const sock = new FakeSocket();
