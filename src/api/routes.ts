@@ -7,6 +7,7 @@ import { registerWebRoutes } from '../web/routes.js';
 import type { ServiceContext } from './context.js';
 import { registerHealthRoutes } from './health.js';
 import { registerObjectRoutes } from './objects.js';
+import { registerOpenApiRoutes } from './openapi.js';
 import { registerUserRoutes } from './users.js';
 
 export type Registrar = (app: FastifyInstance, ctx: ServiceContext) => void | Promise<void>;
@@ -17,6 +18,7 @@ export type Registrar = (app: FastifyInstance, ctx: ServiceContext) => void | Pr
  */
 export const registrars: Registrar[] = [
   registerHealthRoutes,
+  registerOpenApiRoutes,
   registerUserRoutes,
   registerObjectRoutes,
   registerGroupRoutes,
