@@ -64,13 +64,13 @@ export interface TestService {
 }
 
 /** The service on a fresh database, served in-process (fastify inject: no sockets). */
-export async function startTestService(backend: Backend): Promise<TestService> {
+export async function startTestService(backend: Backend, env: NodeJS.ProcessEnv = {}): Promise<TestService> {
   const { db, store, cleanup } = await freshStore(backend);
   const adminId = (await bootstrap(store)) as string;
   const adminKey = await createApiKey(store, ['admin'], adminId, 'test admin');
   const logs: string[] = [];
   const logger = pino({ level: 'info' }, { write: (line: string) => void logs.push(line) });
-  const config = loadServiceConfig({ env: {} });
+  const config = loadServiceConfig({ env });
   const app = await createServer({ store, db, logger, config });
   await app.ready();
   return {

@@ -10,6 +10,7 @@ import Fastify, {
 import { unauthenticated } from '../auth/apikeys.js';
 import { authenticate } from '../auth/authenticate.js';
 import type { Principal } from '../auth/principal.js';
+import { splitList } from '../config/server.js';
 import type { ServiceContext } from './context.js';
 import { ApiError, type ErrorKind, isApiError } from './errors.js';
 import { registrars } from './routes.js';
@@ -53,6 +54,7 @@ class RequestLog extends LogController {
       {
         method: req.method,
         url: redactUrl(req.url),
+        ip: req.ip,
         status: reply.statusCode,
         ms: Math.round(reply.elapsedTime * 10) / 10,
       },
@@ -63,6 +65,7 @@ class RequestLog extends LogController {
 
 export async function createServer(opts: ServerOptions): Promise<FastifyInstance> {
   const { https, ...ctx } = opts;
+  const trusted = splitList(ctx.config.server.trustproxy);
   const app = Fastify({
     ...(https ? { https } : {}),
     loggerInstance: opts.logger as FastifyBaseLogger,
@@ -74,6 +77,8 @@ export async function createServer(opts: ServerOptions): Promise<FastifyInstance
     },
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 256 },
     return503OnClosing: true,
+    // Only named proxies may set the client address through X-Forwarded-For.
+    trustProxy: trusted.length > 0 ? trusted : false,
   });
   app.decorateRequest('principal', undefined);
   // Only JSON bodies for the API; form bodies are added by the sign-in endpoints that take them.

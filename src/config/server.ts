@@ -1,4 +1,12 @@
+import { isIP } from 'node:net';
 import { listen, oneOf, str } from './setting.js';
+
+/** Splits a comma-separated setting into its non-empty, trimmed entries. */
+export const splitList = (v: string) =>
+  v
+    .split(',')
+    .map((x) => x.trim())
+    .filter(Boolean);
 
 /** The `[server]` section: how `gatehouse serve` listens and where it keeps its data. */
 export const serverSection = {
@@ -42,6 +50,28 @@ export const serverSection = {
     flag: 'signin-url',
     default: '',
     description: 'Public URL of the sign-in pages; {base_url}/signin when empty',
+  }),
+  trustproxy: str({
+    key: 'server.trustproxy',
+    env: 'SVC_SERVER_TRUSTPROXY',
+    flag: 'trust-proxy',
+    default: '',
+    description:
+      'Comma-separated addresses or CIDRs of reverse proxies whose X-Forwarded-For is believed (client address for logs and throttling)',
+    validate(v) {
+      for (const entry of splitList(v)) {
+        const [addr, bits, extra] = entry.split('/');
+        const family = isIP(addr ?? '');
+        const max = family === 4 ? 32 : 128;
+        if (
+          family === 0 ||
+          extra !== undefined ||
+          (bits !== undefined && !(/^\d+$/.test(bits) && Number(bits) <= max))
+        ) {
+          throw new Error(`${JSON.stringify(entry)} is not an IP address or CIDR`);
+        }
+      }
+    },
   }),
   loglevel: oneOf(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const, {
     key: 'server.loglevel',
