@@ -24,6 +24,7 @@ reverse proxy with upstream keep-alive), then loads GET / on each:
 
   direct        the upstream itself
   nginx         nginx -> upstream
+  node-floor    a bare Node.js forwarder (undici, no authentication): the Node.js ceiling here
   proxy-apikey  gatehouse proxy (Authorization: Bearer <user key>) -> upstream
   proxy-cookie  gatehouse proxy (signed session cookie from the real sign-in handshake) -> upstream
 
@@ -266,9 +267,31 @@ http {
   });
   const nginxVersion = spawnSync(nginxBin, ['-v'], { encoding: 'utf8' }).stderr.trim();
 
+  // 5. For reference: the least a Node.js forwarder does (undici dispatch, no authentication, no
+  // header work), i.e. the ceiling for any proxy written in Node.js on this machine.
+  const barePort = await freePort();
+  startChild(process.execPath, [
+    '--input-type=module',
+    '-e',
+    `import http from 'node:http'; import { Agent } from ${JSON.stringify(join(HERE, 'node_modules/undici/index.js'))};
+const agent = new Agent({ keepAliveTimeout: 30000, connections: 256 });
+http.createServer((req, res) => {
+  const headers = {}; for (const k in req.headers) if (k !== 'connection') headers[k] = req.headers[k];
+  agent.dispatch({ origin: ${JSON.stringify(upstream)}, path: req.url, method: req.method, headers, body: null }, {
+    onRequestStart() {},
+    onResponseStart(c, status, h) { const o = {}; for (const k in h) if (k !== 'connection' && k !== 'keep-alive') o[k] = h[k]; res.writeHead(status, o); },
+    onResponseData(c, chunk) { res.write(chunk); },
+    onResponseEnd() { res.end(); },
+    onResponseError() { res.destroy(); },
+  });
+}).listen(${barePort}, '127.0.0.1');`,
+  ]);
+  await waitFor(`http://127.0.0.1:${barePort}/`);
+
   const targets = [
     { name: 'direct', url: `${upstream}/`, headers: {} },
     { name: 'nginx', url: `http://127.0.0.1:${nginxPort}/`, headers: {} },
+    { name: 'node-floor', url: `http://127.0.0.1:${barePort}/`, headers: {} },
     { name: 'proxy-apikey', url: `${proxyUrl}/`, headers: { authorization: `Bearer ${key}` } },
     { name: 'proxy-cookie', url: `${proxyUrl}/`, headers: { cookie } },
   ];
