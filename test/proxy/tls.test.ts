@@ -67,6 +67,7 @@ function httpsGet(
         headers: { host: servername, ...opts.headers },
         ca: opts.ca,
         rejectUnauthorized: opts.ca !== undefined,
+        agent: false,
       },
       (res) => {
         const cert = (res.socket as tls.TLSSocket).getPeerCertificate();
@@ -256,6 +257,16 @@ describe('proxy TLS', () => {
       // The plaintext listener redirects everything but challenges.
       const red = await plainGet(redirectPort, 'proxy.test', '/p');
       expect(red.status).toBe(308);
+      // Renewal: a certificate inside its last 30 days is replaced by the periodic check.
+      const mgr = p.tls as unknown as { held: Map<string, { notAfter: number }>; renewDue(): Promise<void> };
+      const before = first.cert.serialNumber;
+      (mgr.held.get('proxy.test') as { notAfter: number }).notAfter = Date.now() + 86_400_000;
+      await mgr.renewDue();
+      const renewed = await httpsGet(p.port, 'proxy.test', '/open/r', { ca: root });
+      expect(renewed.cert.serialNumber).not.toBe(before);
+      expect(new X509Certificate(readFileSync(join(dir, 'acme', 'proxy.test.crt'))).serialNumber).toBe(
+        renewed.cert.serialNumber,
+      );
       await p.close();
     }, 60_000);
 
