@@ -132,15 +132,20 @@ function toIdentity(p: Record<string, unknown>): WireIdentity {
   return id;
 }
 
-/** The value of one cookie in a Cookie header, or undefined. */
+/**
+ * The value of one cookie in a Cookie header, or undefined. A name sent twice counts as absent:
+ * a second copy can only come from a cookie planted for a parent domain or another path.
+ */
 export function readCookie(header: string | undefined, name: string): string | undefined {
-  if (!header) return undefined;
+  if (!header?.includes(name)) return undefined;
+  let found: string | undefined;
   for (const part of header.split(';')) {
     const eq = part.indexOf('=');
-    if (eq < 0) continue;
-    if (part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim();
+    if (eq < 0 || part.slice(0, eq).trim() !== name) continue;
+    if (found !== undefined) return undefined;
+    found = part.slice(eq + 1).trim();
   }
-  return undefined;
+  return found;
 }
 
 /** The Cookie header without the proxy's own cookies (they are never forwarded), or undefined when empty. */

@@ -79,6 +79,8 @@ describe('proxy building blocks', () => {
 
   it('reads and strips only its own cookies; returns only to local paths', () => {
     expect(readCookie('a=1; gatehouse_proxy=tok; b=2', 'gatehouse_proxy')).toBe('tok');
+    expect(readCookie('gatehouse_proxy=a; gatehouse_proxy=b', 'gatehouse_proxy')).toBeUndefined();
+    expect(readCookie('gatehouse_proxy_state=a', 'gatehouse_proxy')).toBeUndefined();
     expect(stripOwnCookies('a=1; gatehouse_proxy=tok; gatehouse_proxy_state=s; b=2')).toBe('a=1; b=2');
     expect(stripOwnCookies('gatehouse_proxy_x=1; a=2')).toBe('gatehouse_proxy_x=1; a=2');
     expect(stripOwnCookies('gatehouse_proxy=tok')).toBeUndefined();
