@@ -125,6 +125,28 @@ describe('proxy TLS', () => {
     const r = await httpsGet(p.port, 'app.test', '/open/x', { ca: readFileSync(cert) });
     expect(r.status).toBe(200);
     expect(JSON.parse(r.body).headers['x-forwarded-proto']).toBe('https');
+    // Under TLS the proxy's cookies are Secure.
+    const signin = await new Promise<{ status: number; cookie: string }>((resolve, reject) => {
+      https
+        .get(
+          {
+            host: '127.0.0.1',
+            port: p.port,
+            path: '/private',
+            servername: 'app.test',
+            ca: readFileSync(cert),
+            agent: false,
+            headers: { host: 'app.test', accept: 'text/html' },
+          },
+          (res) => {
+            res.resume();
+            resolve({ status: res.statusCode ?? 0, cookie: String(res.headers['set-cookie']) });
+          },
+        )
+        .on('error', reject);
+    });
+    expect(signin.status).toBe(302);
+    expect(signin.cookie).toMatch(/^gatehouse_proxy_state=.*; Secure/);
     const red = await plainGet(p.redirectPort as number, 'app.test', '/a?b=1');
     expect(red.status).toBe(308);
     expect(red.headers.get('location')).toBe(`https://app.test:${p.port}/a?b=1`);
