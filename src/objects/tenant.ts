@@ -22,7 +22,12 @@ export const Tenant: ObjectType = {
     RequireActivationCode: f.boolean({ doc: 'New users must present an activation code' }),
     // Integrity levels (docs/signin.md): 0 none, 1 identified, 2 one factor, 3 two factors, 4 hardware.
     IntegrityRead: f.integer({ min: 1, max: 4, default: 2, doc: 'Level a session needs to read' }),
-    IntegrityWrite: f.integer({ min: 1, max: 4, default: 2, doc: 'Level a session needs to change own data' }),
+    IntegrityWrite: f.integer({
+      min: 1,
+      max: 4,
+      default: 2,
+      doc: 'Level a session needs to change own data',
+    }),
     IntegrityCredentials: f.integer({
       min: 1,
       max: 4,
