@@ -6,8 +6,6 @@ import type { RunningProxy } from '../../src/proxy/run.js';
 import { backends, jsonLines } from '../helpers.js';
 import { basic, startEcho, startWorld, type World } from './harness.js';
 
-const HTTP_DATE = /^[A-Z][a-z]{2}, \d{2} [A-Z][a-z]{2} \d{4} \d{2}:\d{2}:\d{2} GMT$/;
-
 const FORGED = {
   'x-service-user': 'forged',
   'x-service-email': 'evil@example.com',
