@@ -216,6 +216,9 @@ describe.each(backends())('proxy sessions and access checks on %s', (backend) =>
     expect(both.status).toBe(403); // op defaults to and
     expect(JSON.parse(both.body).map((e: { GroupID: string }) => e.GroupID)).toEqual([g1, g2]);
     expect(both.location).toMatch(new RegExp(`/groups/${g2}`));
+    // Absolute, on the service: the browser is at the proxy's origin, where a relative path would be wrong.
+    expect(both.location).toMatch(new RegExp(`^https?://[^/]+/signin/groups/${g2}`));
+    expect(both.location?.startsWith(p.url)).toBe(false);
     const or = await run(`group=${g2}&group=${g1}&group=${g3}&op=or`);
     expect(or.status).toBe(200);
     expect(JSON.parse(or.body)).toEqual([

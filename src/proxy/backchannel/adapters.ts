@@ -2,8 +2,7 @@ import type { ServiceContext } from '../../api/context.js';
 import { userUsable } from '../../auth/apikeys.js';
 import { requiredLevel, tenantDoc } from '../../auth/integrity.js';
 import { requestSession, type Session, sessionById } from '../../auth/session/sessions.js';
-import { checkMembership, signinBase } from '../../groups/check.js';
-import { applyOp, loadGroup } from '../../groups/lifecycle.js';
+import { checkMembership, markUsed, signinBase } from '../../groups/check.js';
 import { User } from '../../objects/user.js';
 import type { MembershipsPort, ProxySession, SessionsPort } from './hooks.js';
 
@@ -43,16 +42,7 @@ export const membershipsAdapter: MembershipsPort = {
       Results: r.Results,
     };
   },
-  async markUsed(ctx, groupId, userId) {
-    const group = await loadGroup(ctx, groupId);
-    await applyOp(ctx, {
-      op: 'use',
-      group,
-      userId,
-      actor: 'system',
-      // "use" is an administrative operation; the service records it on the proxy's behalf.
-      roles: new Set(['admin']),
-      reason: 'used through the access proxy',
-    });
-  },
+  // The groups code records the use as the service itself, rate-limited, and leaves a membership
+  // that stopped being active between the check and the write alone.
+  markUsed,
 };

@@ -27,7 +27,7 @@ export interface MembershipsPort {
     userId: string,
     groups: readonly string[],
     op: 'and' | 'or',
-    opts: { next?: string; integrityLevel?: number },
+    opts: { next?: string; integrityLevel?: number; origin?: string },
   ): Promise<AccessCheckResponse>;
   /** Records that the user used the membership (POST /groups/:id/members/:user/use). */
   markUsed(ctx: ServiceContext, groupId: string, userId: string): Promise<void>;

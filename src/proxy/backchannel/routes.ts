@@ -255,7 +255,9 @@ export function registerProxyBackchannel(app: FastifyInstance, ctx: ServiceConte
       const s: ProxySession | undefined = await ports.sessions.byId(ctx, sid);
       if (s && s.userId === b.UserID) level = s.integrityLevel;
     }
-    const r = await m.check(ctx, b.UserID, b.Groups, b.Op, { next: b.Next, integrityLevel: level });
+    // Without a configured sign-in URL, the access-request page is on this service as the proxy reaches it.
+    const origin = `${req.protocol}://${req.host}`;
+    const r = await m.check(ctx, b.UserID, b.Groups, b.Op, { next: b.Next, integrityLevel: level, origin });
     for (const e of r.Results) if (e.StatusCode === 200) await m.markUsed(ctx, e.GroupID, b.UserID);
     return r;
   });
