@@ -86,6 +86,24 @@ const migrations = (dialect: Dialect): Record<string, Migration> => ({
         .execute();
     },
   },
+  '0003_proxy_signin_codes': {
+    // One-time codes of the proxy sign-in handshake: in the database, so any instance can redeem them.
+    async up(db: Kysely<unknown>) {
+      const key = dialect === 'postgres' ? sql`text collate "C"` : sql`text`;
+      await db.schema
+        .createTable('proxy_signin_codes')
+        .addColumn('code_hash', key, (c) => c.primaryKey())
+        .addColumn('app_id', 'text', (c) => c.notNull())
+        .addColumn('session_id', 'text', (c) => c.notNull())
+        .addColumn('until', 'bigint', (c) => c.notNull())
+        .execute();
+      await db.schema
+        .createIndex('proxy_signin_codes_until')
+        .on('proxy_signin_codes')
+        .columns(['until'])
+        .execute();
+    },
+  },
 });
 
 class StaticProvider implements MigrationProvider {

@@ -21,30 +21,10 @@ import {
   type WireIdentity,
 } from '../protocol.js';
 import { membershipsAdapter, sessionsAdapter } from './adapters.js';
+import { issueCode, redeemCode } from './codes.js';
 import { type ProxySession, ports } from './hooks.js';
 
 const sha256 = (s: string) => createHash('sha256').update(s).digest('base64url');
-
-/** A one-time sign-in code lives this long (the browser is redirected at once). */
-export const CODE_TTL_MS = 60_000;
-const MAX_CODES = 10_000;
-
-interface PendingCode {
-  appId: string;
-  sessionId: string;
-  until: number;
-}
-
-/**
- * One-time codes of the proxy sign-in handshake, by SHA-256. Kept in this process: with several
- * service instances behind a balancer, the exchange must reach the instance that issued the code
- * (sticky sessions) or the handshake restarts.
- */
-const codes = new Map<string, PendingCode>();
-
-function sweepCodes(now: number) {
-  for (const [k, v] of codes) if (v.until <= now) codes.delete(k);
-}
 
 /** Checks `Authorization: Bearer <auth.token>` and returns the App the proxy is tied to. */
 async function proxyApp(req: FastifyRequest, ctx: ServiceContext): Promise<StoredObject> {
@@ -219,12 +199,9 @@ export function registerProxyBackchannel(app: FastifyInstance, ctx: ServiceConte
   app.post(`${BACKCHANNEL}/session/exchange`, open, async (req) => {
     const a = await proxyApp(req, ctx);
     const { Code } = body<{ Code: string }>(req, { Code: 'string' });
-    const key = sha256(Code);
-    const pending = codes.get(key);
-    codes.delete(key); // single use, whatever the outcome
-    if (!pending || pending.until <= Date.now() || pending.appId !== a.id)
-      throw new ApiError('Forbidden', 'the sign-in code is invalid, expired or already used');
-    const s = await needSessions().byId(ctx, pending.sessionId);
+    const sessionId = await redeemCode(ctx, a.id, Code);
+    if (!sessionId) throw new ApiError('Forbidden', 'the sign-in code is invalid, expired or already used');
+    const s = await needSessions().byId(ctx, sessionId);
     if (!s) throw new ApiError('Forbidden', 'the session has ended');
     return identityOf(ctx, s.userId, s.expires, s.sessionId);
   });
@@ -299,13 +276,7 @@ export function registerProxyBackchannel(app: FastifyInstance, ctx: ServiceConte
       const here = `${req.protocol}://${req.host}${req.url}`;
       return reply.redirect(await sessions.signinPage(ctx, here), 302);
     }
-    const now = Date.now();
-    if (codes.size >= MAX_CODES) sweepCodes(now);
-    if (codes.size >= MAX_CODES)
-      throw new ApiError('TooManyRequests', 'too many sign-ins in progress; try again shortly');
-    const code = randomBytes(32).toString('base64url');
-    codes.set(sha256(code), { appId: a.id, sessionId: s.sessionId, until: now + CODE_TTL_MS });
-    target.searchParams.set('code', code);
+    target.searchParams.set('code', await issueCode(ctx, a.id, s.sessionId));
     target.searchParams.set('state', state);
     return reply.redirect(target.toString(), 302);
   });
