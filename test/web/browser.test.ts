@@ -94,7 +94,8 @@ describe.skipIf(!HAVE_CHROMIUM)(`sign-in pages in headless Chromium (${backends(
     await page.getByLabel('Code shown by the app').fill(totp(secret, new Date()));
     await page.getByRole('button', { name: 'Confirm' }).click();
     await page.getByText('Authenticator app set up.').waitFor();
-    expect(await page.locator('#st-totp').textContent()).toBe('set up');
+    // The status line is refreshed after the confirmation appears: wait for it rather than read once.
+    await page.locator('#st-totp', { hasText: /^set up$/ }).waitFor({ timeout: 10_000 });
     await shot('enroll', true);
 
     // 3. Sign out.
