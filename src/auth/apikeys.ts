@@ -2,7 +2,6 @@ import { timingSafeEqual } from 'node:crypto';
 import { ApiError } from '../api/errors.js';
 import { API_KEY_PATTERN, APIKey, hashApiKey, type Scope } from '../objects/apikey.js';
 import { timestampMs } from '../objects/fields.js';
-import { User } from '../objects/user.js';
 import type { ObjectStore } from '../store/objects.js';
 import type { Principal } from './principal.js';
 
@@ -40,8 +39,9 @@ export function userUsable(doc: Record<string, unknown>, now = Date.now()): bool
 export async function authenticateApiKey(store: ObjectStore, key: string): Promise<Principal> {
   if (!API_KEY_PATTERN.test(key)) throw unauthenticated('the API key is not valid', true);
   const hash = hashApiKey(key);
-  const found = await store.findByKey(APIKey, 'KeyHash', hash);
-  if (!found) throw unauthenticated('the API key is not valid', true);
+  const hit = await store.findByKeyWithRef(APIKey, 'KeyHash', hash, 'UserID');
+  if (!hit) throw unauthenticated('the API key is not valid', true);
+  const found = hit.obj;
   // The index lookup found the hash; compare once more in constant time as defence in depth.
   const stored = Buffer.from(String(found.secret.KeyHash ?? ''));
   const given = Buffer.from(hash);
@@ -53,7 +53,7 @@ export async function authenticateApiKey(store: ObjectStore, key: string): Promi
     throw unauthenticated('the API key has expired', true);
   const userId = String(doc.UserID ?? '');
   if (userId !== '') {
-    const user = await store.get(User, userId);
+    const user = hit.ref;
     if (!user || !userUsable(user.doc))
       throw unauthenticated("the API key's user is disabled or suspended", true);
   }

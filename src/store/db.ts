@@ -48,6 +48,12 @@ export interface Db {
   describe: string;
   /** PostgreSQL only: the pool, whose options open dedicated connections (LISTEN in src/events). */
   pool?: pg.Pool;
+  /**
+   * SQLite only: runs a read-only statement synchronously on a connection of its own. In WAL mode
+   * it sees exactly the committed data, never another request's open transaction, and skips the
+   * async connection hand-off that costs more than a primary-key lookup.
+   */
+  readSync?: <R>(sql: string, parameters: readonly unknown[]) => R[];
   close(): Promise<void>;
 }
 
@@ -107,5 +113,19 @@ export function openDb(
   const kysely = new Kysely<Database>({
     dialect: new SqliteDialect({ database: cachingStatements(sqlite) }),
   });
-  return { kysely, dialect: 'sqlite', describe: `sqlite ${location}`, close: () => kysely.destroy() };
+  // A second connection for reads (an in-memory database cannot be shared, so it reads through the first).
+  const reader = location === ':memory:' ? sqlite : new SQLite(location);
+  if (reader !== sqlite) reader.pragma('busy_timeout = 5000');
+  const statements = cachingStatements(reader);
+  return {
+    kysely,
+    dialect: 'sqlite',
+    describe: `sqlite ${location}`,
+    readSync: <R>(text: string, parameters: readonly unknown[]) =>
+      statements.prepare(text).all(parameters) as R[],
+    close: async () => {
+      await kysely.destroy();
+      if (reader !== sqlite) reader.close();
+    },
+  };
 }
