@@ -3,6 +3,7 @@ import { ApiError } from '../api/errors.js';
 import { API_KEY_PATTERN, APIKey, hashApiKey, type Scope } from '../objects/apikey.js';
 import { timestampMs } from '../objects/fields.js';
 import type { ObjectStore } from '../store/objects.js';
+import { keyCacheOf } from './keycache.js';
 import type { Principal } from './principal.js';
 
 const CHALLENGE = 'Bearer realm="gatehouse"';
@@ -39,23 +40,28 @@ export function userUsable(doc: Record<string, unknown>, now = Date.now()): bool
 export async function authenticateApiKey(store: ObjectStore, key: string): Promise<Principal> {
   if (!API_KEY_PATTERN.test(key)) throw unauthenticated('the API key is not valid', true);
   const hash = hashApiKey(key);
-  const hit = await store.findByKeyWithRef(APIKey, 'KeyHash', hash, 'UserID');
-  if (!hit) throw unauthenticated('the API key is not valid', true);
-  const found = hit.obj;
-  // The index lookup found the hash; compare once more in constant time as defence in depth.
-  const stored = Buffer.from(String(found.secret.KeyHash ?? ''));
-  const given = Buffer.from(hash);
-  if (stored.length !== given.length || !timingSafeEqual(stored, given))
-    throw unauthenticated('the API key is not valid', true);
-  const doc = found.doc;
-  const expires = timestampMs(String(doc.ExpireTime));
-  if (Number.isFinite(expires) && Date.now() >= expires)
-    throw unauthenticated('the API key has expired', true);
-  const userId = String(doc.UserID ?? '');
-  if (userId !== '') {
-    const user = hit.ref;
-    if (!user || !userUsable(user.doc))
-      throw unauthenticated("the API key's user is disabled or suspended", true);
+  const now = Date.now();
+  const cache = keyCacheOf(store);
+  let hit = cache.get(hash, now);
+  if (!hit) {
+    const readAt = cache.generation;
+    const found = await store.findByKeyWithRef(APIKey, 'KeyHash', hash, 'UserID');
+    if (!found) throw unauthenticated('the API key is not valid', true);
+    // The index lookup found the hash; compare once more in constant time as defence in depth.
+    const stored = Buffer.from(String(found.obj.secret.KeyHash ?? ''));
+    const given = Buffer.from(hash);
+    if (stored.length !== given.length || !timingSafeEqual(stored, given))
+      throw unauthenticated('the API key is not valid', true);
+    hit = { keyId: found.obj.id, keyDoc: found.obj.doc, userDoc: found.ref?.doc, until: 0 };
+    cache.set(hash, hit, now, readAt);
   }
-  return { via: 'apikey', userId, scopes: new Set(doc.Scopes as Scope[]), keyId: found.id };
+  // Time-based conditions are checked on every request, cached or not.
+  const doc = hit.keyDoc;
+  const expires = timestampMs(String(doc.ExpireTime));
+  if (Number.isFinite(expires) && now >= expires) throw unauthenticated('the API key has expired', true);
+  const userId = String(doc.UserID ?? '');
+  if (userId !== '' && (!hit.userDoc || !userUsable(hit.userDoc, now))) {
+    throw unauthenticated("the API key's user is disabled or suspended", true);
+  }
+  return { via: 'apikey', userId, scopes: new Set(doc.Scopes as Scope[]), keyId: hit.keyId };
 }

@@ -117,7 +117,11 @@ export class ChangeTailer {
     this.listener = client;
     client.on('notification', (msg) => {
       if (msg.channel === SIGNALS_CHANNEL) this.onSignal(msg.payload ?? '');
-      else this.wake();
+      else {
+        // Another instance committed: caches of this process (e.g. validated API keys) drop what they hold.
+        this.store.commits.emit('remote');
+        this.wake();
+      }
     });
     client.on('error', (err) => {
       if (!this.closed) this.logger.warn({ err }, 'event stream: LISTEN connection failed; reconnecting');

@@ -65,7 +65,10 @@ export function etagMatches(header: string, etag: string, weak: boolean): boolea
  * log in the same transaction, and writes are conditional on the ETag inside that transaction.
  */
 export class ObjectStore {
-  /** Emits 'commit' after every committed write, so in-process readers of the change log wake at once. */
+  /**
+   * Emits 'commit' after every committed write, so in-process readers of the change log wake at
+   * once; and 'remote' when another instance is known to have committed (src/events/tailer.ts).
+   */
   readonly commits = new EventEmitter();
 
   constructor(readonly db: Db) {

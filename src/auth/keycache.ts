@@ -1,0 +1,60 @@
+import type { Doc } from '../objects/fields.js';
+import type { ObjectStore } from '../store/objects.js';
+
+/** The longest a validated key is trusted without a look at the database. */
+export const KEY_CACHE_TTL_MS = 1000;
+const MAX_ENTRIES = 10_000;
+
+export interface CachedKey {
+  keyId: string;
+  keyDoc: Doc;
+  /** The key's user, when it has one; re-checked (disabled, suspension window) on every hit. */
+  userDoc: Doc | undefined;
+  until: number;
+}
+
+/**
+ * Validated API keys by hash, for at most a second. Cleared whole on every write committed through
+ * this store and on every change another instance announces (PostgreSQL NOTIFY, relayed as the
+ * store's 'remote' event while the event stream listens), so a deleted key, a changed scope or a
+ * disabled user takes effect at once here and within a second anywhere.
+ */
+export class KeyCache {
+  private readonly entries = new Map<string, CachedKey>();
+  /** Bumped on every clear: a lookup that started before a clear must not store what it read. */
+  generation = 0;
+
+  constructor(store: ObjectStore) {
+    const clear = () => {
+      this.entries.clear();
+      this.generation++;
+    };
+    store.commits.on('commit', clear);
+    store.commits.on('remote', clear);
+  }
+
+  get(hash: string, now: number): CachedKey | undefined {
+    const e = this.entries.get(hash);
+    if (e && e.until > now) return e;
+    if (e) this.entries.delete(hash);
+    return undefined;
+  }
+
+  /** Stores a validation read while `generation` was `readAt`, unless a clear came in between. */
+  set(hash: string, entry: Omit<CachedKey, 'until'>, now: number, readAt: number) {
+    if (readAt !== this.generation) return;
+    if (this.entries.size >= MAX_ENTRIES) this.entries.clear();
+    this.entries.set(hash, { ...entry, until: now + KEY_CACHE_TTL_MS });
+  }
+}
+
+const caches = new WeakMap<ObjectStore, KeyCache>();
+
+export function keyCacheOf(store: ObjectStore): KeyCache {
+  let c = caches.get(store);
+  if (!c) {
+    c = new KeyCache(store);
+    caches.set(store, c);
+  }
+  return c;
+}
