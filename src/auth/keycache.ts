@@ -1,4 +1,6 @@
+import { APIKey } from '../objects/apikey.js';
 import type { Doc } from '../objects/fields.js';
+import { User } from '../objects/user.js';
 import type { ObjectStore } from '../store/objects.js';
 
 /** The longest a validated key is trusted without a look at the database. */
@@ -14,8 +16,8 @@ export interface CachedKey {
 }
 
 /**
- * Validated API keys by hash, for at most a second. Cleared whole on every write committed through
- * this store and on every change another instance announces (PostgreSQL NOTIFY, relayed as the
+ * Validated API keys by hash, for at most a second. Cleared whole by every write committed through
+ * this store that updates or deletes an API key or a user, and by every change another instance announces (PostgreSQL NOTIFY, relayed as the
  * store's 'remote' event while the event stream listens), so a deleted key, a changed scope or a
  * disabled user takes effect at once here and within a second anywhere.
  */
@@ -29,7 +31,10 @@ export class KeyCache {
       this.entries.clear();
       this.generation++;
     };
-    store.commits.on('commit', clear);
+    // A new object cannot change a validation already made; an updated or deleted key or user can.
+    store.commits.on('commit', (altered?: ReadonlySet<string>) => {
+      if (!altered || altered.has(APIKey.kind) || altered.has(User.kind)) clear();
+    });
     store.commits.on('remote', clear);
   }
 

@@ -67,7 +67,8 @@ export function etagMatches(header: string, etag: string, weak: boolean): boolea
 export class ObjectStore {
   /**
    * Emits 'commit' after every committed write, so in-process readers of the change log wake at
-   * once; and 'remote' when another instance is known to have committed (src/events/tailer.ts).
+   * once, with the set of kinds whose existing objects it updated or deleted (creations are not in
+   * it); and 'remote' when another instance is known to have committed (src/events/tailer.ts).
    */
   readonly commits = new EventEmitter();
 
@@ -398,15 +399,20 @@ export class ObjectStore {
     return (await executor.executeQuery<R>(CompiledQuery.raw(text, params))).rows;
   }
 
+  /** Kinds of the objects a transaction updated or deleted (not created), for the 'commit' event. */
+  private readonly altered = new WeakMap<Tx, Set<string>>();
+
   private async write<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
+    const altered = new Set<string>();
     const result = await this.k.transaction().execute(async (tx) => {
+      this.altered.set(tx, altered);
       if (this.db.dialect === 'postgres') await sql`SELECT pg_advisory_xact_lock(${WRITE_LOCK})`.execute(tx);
       const r = await fn(tx);
       // Wakes change-log readers in other processes (src/events); delivered only if this commits.
       if (this.db.dialect === 'postgres') await sql`SELECT pg_notify(${CHANGES_CHANNEL}, '')`.execute(tx);
       return r;
     });
-    this.commits.emit('commit');
+    this.commits.emit('commit', altered);
     return result;
   }
 
@@ -574,6 +580,7 @@ export class ObjectStore {
       this.keysOf(type, doc, secret),
       this.keysOf(type, current.doc, current.secret),
     );
+    this.altered.get(tx)?.add(type.kind);
     const etag = await this.logChange(tx, type, current.id, data, now);
     await this.fixed(
       'replace',
@@ -592,6 +599,7 @@ export class ObjectStore {
   private async remove(tx: Tx, type: ObjectType, id: string) {
     await tx.deleteFrom('object_keys').where('type', '=', type.kind).where('id', '=', id).execute();
     await tx.deleteFrom('objects').where('type', '=', type.kind).where('id', '=', id).execute();
+    this.altered.get(tx)?.add(type.kind);
     await this.logChange(tx, type, id, null, Date.now());
   }
 }

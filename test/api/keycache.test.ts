@@ -75,6 +75,24 @@ describe.each(backends())('validated API keys are cached briefly on %s', (backen
     }
   });
 
+  it('keeps validations across creations, and drops them when a key or user is updated or deleted', async () => {
+    const { obj: user } = await a.create(User, { Email: `c-${backend}@example.com` });
+    const k = await newKey(a, { Scopes: ['user'], UserID: user.id });
+    const lookups = vi.spyOn(a, 'findByKeyWithRef');
+    try {
+      await authenticateApiKey(a, k.secret);
+      await a.create(User, {});
+      await a.create(APIKey, { Scopes: ['audit'] });
+      await authenticateApiKey(a, k.secret);
+      expect(lookups).toHaveBeenCalledTimes(1);
+      await a.update(User, user.id, { Email: `c-${backend}@example.com`, Disabled: true }, user.etag);
+      await expect(authenticateApiKey(a, k.secret)).rejects.toMatchObject({ status: 401 });
+      expect(lookups).toHaveBeenCalledTimes(2);
+    } finally {
+      lookups.mockRestore();
+    }
+  });
+
   it('does not keep what a lookup read before a concurrent write committed', async () => {
     const k = await newKey(a, { Scopes: ['audit'] });
     const inFlight = authenticateApiKey(a, k.secret);
