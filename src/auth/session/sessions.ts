@@ -291,9 +291,20 @@ export async function requestSession(req: FastifyRequest, ctx: Ctx): Promise<Req
 export async function ensureSession(req: FastifyRequest, reply: FastifyReply, ctx: Ctx): Promise<Session> {
   const st = await requestSession(req, ctx);
   if (st.session) return st.session;
+  return startSession(req, reply, ctx, st, '');
+}
+
+/** Creates a session on the request's device (a new device cookie when it has none) and sends its cookie. */
+async function startSession(
+  req: FastifyRequest,
+  reply: FastifyReply,
+  ctx: Ctx,
+  st: Awaited<ReturnType<typeof requestSession>>,
+  userId: string,
+): Promise<Session> {
   const deviceId = st.deviceId ?? newDeviceId();
   if (!st.deviceId) setDeviceCookie(req, reply, deviceId);
-  const { session, token } = await createSession(ctx, { deviceId, data: clientData(req) });
+  const { session, token } = await createSession(ctx, { deviceId, userId, data: clientData(req) });
   setSessionCookie(req, reply, token);
   st.session = session;
   st.deviceId = deviceId;
@@ -309,13 +320,7 @@ export async function replaceSession(
 ): Promise<Session> {
   const st = await requestSession(req, ctx);
   if (st.session) await deleteSession(ctx, st.session.id);
-  const deviceId = st.deviceId ?? newDeviceId();
-  if (!st.deviceId) setDeviceCookie(req, reply, deviceId);
-  const { session, token } = await createSession(ctx, { deviceId, userId, data: clientData(req) });
-  setSessionCookie(req, reply, token);
-  st.session = session;
-  st.deviceId = deviceId;
-  return session;
+  return startSession(req, reply, ctx, st, userId);
 }
 
 /** Saves the request's own session; a new token (level change) goes out in the cookie at once. */
