@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { API_KEY_PATTERN } from '../objects/apikey.js';
 import type { AuthBackend } from './backend.js';
 import { BackendError } from './backend.js';
@@ -57,7 +57,7 @@ export class ApiKeyCache {
   ) {}
 
   async identify(key: string): Promise<WireIdentity> {
-    const id = createHash('sha256').update(key).digest('base64url');
+    const id = hash('sha256', key, 'base64url');
     const now = Date.now();
     const hit = this.entries.get(id);
     if (hit && hit.until > now) {

@@ -146,8 +146,30 @@ export class AccessProxy {
     return u;
   }
 
+  /** The last Host header seen and its origin: clients mostly send the same one. */
+  private lastHost: string | undefined;
+  private lastOrigin = '';
+
   private originOf(req: IncomingMessage): string {
-    return `${this.opts.secure ? 'https' : 'http'}://${hostOf(req)}`;
+    const raw = req.headers.host;
+    if (raw !== undefined && raw === this.lastHost) return this.lastOrigin;
+    const origin = `${this.opts.secure ? 'https' : 'http'}://${hostOf(req)}`;
+    this.lastHost = raw;
+    this.lastOrigin = origin;
+    return origin;
+  }
+
+  /** proxy.privateaddress without trailing slashes, recomputed only when the setting changes. */
+  private privateRaw: string | undefined;
+  private privateBase = '';
+
+  private privateAddress(): string {
+    const raw = this.config.proxy.privateaddress;
+    if (raw !== this.privateRaw) {
+      this.privateRaw = raw;
+      this.privateBase = raw.replace(/\/+$/, '');
+    }
+    return this.privateBase;
   }
 
   // ---- request entry points -----------------------------------------------------------------
@@ -171,14 +193,20 @@ export class AccessProxy {
     if (!auth.ok) return this.refuse(req, res, auth);
     const who = auth.who;
     const token = newToken();
-    this.inflight.set(token, { identity: who?.identity, origin: this.originOf(req) });
-    const headers = this.upstreamHeaders(req, who, token);
+    const origin = this.originOf(req);
+    this.inflight.set(token, { identity: who?.identity, origin });
+    const headers = this.upstreamHeaders(req, who, token, origin);
     const up = this.upstream(route.upstream);
     const hasBody =
       req.headers['content-length'] !== undefined || req.headers['transfer-encoding'] !== undefined;
-    const extraCookies: string[] = [];
-    if (who?.setCookie) extraCookies.push(who.setCookie);
-    if (auth.clearCookie) extraCookies.push(this.cookie(COOKIE_NAME, '', 0));
+    // Cookies to set on the response: none on the common request.
+    const extraCookies =
+      who?.setCookie || auth.clearCookie
+        ? [
+            ...(who?.setCookie ? [who.setCookie] : []),
+            ...(auth.clearCookie ? [this.cookie(COOKIE_NAME, '', 0)] : []),
+          ]
+        : undefined;
     // undici's dispatch API: response chunks go straight to the client with backpressure, no
     // intermediate stream; the client going away aborts the upstream request.
     await new Promise<void>((resolve, reject) => {
@@ -210,7 +238,7 @@ export class AccessProxy {
               if (v === undefined || HOP.has(k) || connTokens?.has(k)) continue;
               out[k] = v;
             }
-            for (const c of extraCookies) appendSetCookie(out, c);
+            if (extraCookies) for (const c of extraCookies) appendSetCookie(out, c);
             responded = true;
             res.writeHead(statusCode, out);
           },
@@ -262,8 +290,9 @@ export class AccessProxy {
       return;
     }
     const token = newToken();
-    this.inflight.set(token, { identity: auth.who?.identity, origin: this.originOf(req) });
-    const headers = this.upstreamHeaders(req, auth.who, token);
+    const origin = this.originOf(req);
+    this.inflight.set(token, { identity: auth.who?.identity, origin });
+    const headers = this.upstreamHeaders(req, auth.who, token, origin);
     headers.connection = 'Upgrade';
     headers.upgrade = String(req.headers.upgrade ?? 'websocket');
     const up = this.upstream(route.upstream);
@@ -416,10 +445,12 @@ export class AccessProxy {
     return this.cookie(COOKIE_NAME, signed, Math.max(1, Math.floor((until - Date.now()) / 1000)));
   }
 
-  private upstreamHeaders(req: IncomingMessage, who: Identified | undefined, token: string) {
+  private upstreamHeaders(req: IncomingMessage, who: Identified | undefined, token: string, origin: string) {
     const h: Record<string, string | string[]> = {};
-    const conn = connectionTokens(req.headers.connection);
-    for (const [k, v] of Object.entries(req.headers)) {
+    const from = req.headers;
+    const conn = connectionTokens(from.connection);
+    for (const k in from) {
+      const v = from[k];
       if (v === undefined || HOP.has(k) || isReserved(k) || conn?.has(k)) continue;
       if (k === 'authorization' && who) continue;
       if (k === 'cookie') {
@@ -432,18 +463,18 @@ export class AccessProxy {
     h['x-forwarded-for'] = req.socket.remoteAddress ?? '';
     h['x-forwarded-proto'] = this.opts.secure ? 'https' : 'http';
     if (req.headers.host) h['x-forwarded-host'] = req.headers.host;
-    const base = this.config.proxy.privateaddress.replace(/\/+$/, '') || this.originOf(req);
+    const base = this.privateAddress() || origin;
     h['x-service-access-check'] = `${base}${PROXY_PATHS.accessCheck}${token}`;
     if (who) {
-      const id = who.identity;
-      h['x-service-user-name'] = headerText(id.UserName);
-      h['x-service-email'] = headerText(id.Email);
-      h['x-service-full-name'] = headerText(id.FullName);
-      h['x-service-user'] = headerText(id.UserID);
-      if (id.Expires) h['x-service-session-expires'] = new Date(id.Expires).toUTCString();
+      const id = identityHeaders(who.identity);
+      h['x-service-user-name'] = id.userName;
+      h['x-service-email'] = id.email;
+      h['x-service-full-name'] = id.fullName;
+      h['x-service-user'] = id.user;
+      if (id.expires !== undefined) h['x-service-session-expires'] = id.expires;
       h['x-service-auth-type'] = who.authType;
-      h['x-remote-user'] = headerText(id.Email);
-      h.authorization = `Basic ${Buffer.from(`${id.Email}:`, 'utf8').toString('base64')}`;
+      h['x-remote-user'] = id.email;
+      h.authorization = id.basic;
     }
     return h;
   }
@@ -595,10 +626,18 @@ export class AccessProxy {
     sendError(req, res, err.status, err.code, err.message);
   }
 
+  /** A Host header already found to hold no name to learn (an IP address). */
+  private unlearnable: string | undefined;
+
   private learnHost(req: IncomingMessage) {
     if (this.learnedName !== undefined || this.config.proxy.name !== '') return;
+    const raw = req.headers.host;
+    if (raw !== undefined && raw === this.unlearnable) return;
     const host = hostOf(req).replace(/:\d+$/, '');
-    if (host === '' || net.isIP(host.replace(/^\[|\]$/g, ''))) return;
+    if (host === '' || net.isIP(host.replace(/^\[|\]$/g, ''))) {
+      this.unlearnable = raw;
+      return;
+    }
     this.learnedName = host;
     this.onFirstHost?.(host);
   }
@@ -631,15 +670,28 @@ function hostOf(req: IncomingMessage): string {
  * (an upstream that decodes them would see another path than the one whose mode was applied).
  */
 export function requestPath(raw: string): string {
-  if (/%(2f|5c)|\\/i.test(raw))
+  if ((raw.includes('%') || raw.includes('\\')) && /%(2f|5c)|\\/i.test(raw))
     throw new HttpError(400, 'Bad Request', 'encoded slashes and backslashes are not allowed in paths');
   const p = raw.includes('%') ? raw.replace(/%2e/gi, '.') : raw;
   return p.includes('/.') || p.includes('//') ? normalizePath(p) : p;
 }
 
+/** Parsed Connection header values: a handful of distinct ones ("keep-alive", "close") in practice. */
+const connectionCache = new Map<string, Set<string> | undefined>();
+
 function connectionTokens(v: string | string[] | undefined): Set<string> | undefined {
   if (!v) return undefined;
-  const text = Array.isArray(v) ? v.join(',') : v;
+  if (typeof v === 'string') {
+    if (connectionCache.has(v)) return connectionCache.get(v);
+    const set = parseConnection(v);
+    if (connectionCache.size >= 64) connectionCache.clear();
+    connectionCache.set(v, set);
+    return set;
+  }
+  return parseConnection(v.join(','));
+}
+
+function parseConnection(text: string): Set<string> | undefined {
   const set = new Set(
     text
       .split(',')
@@ -652,6 +704,37 @@ function connectionTokens(v: string | string[] | undefined): Set<string> | undef
 function appendSetCookie(h: Record<string, string | string[]>, c: string) {
   const prev = h['set-cookie'];
   h['set-cookie'] = prev === undefined ? [c] : Array.isArray(prev) ? [...prev, c] : [prev, c];
+}
+
+interface IdentityHeaders {
+  userName: string;
+  email: string;
+  fullName: string;
+  user: string;
+  expires: string | undefined;
+  basic: string;
+}
+
+/**
+ * The identity header values of an identity, computed once per identity object: the API key and
+ * cookie caches hand out the same (never modified) object for every request of a user.
+ */
+const identityHeaderCache = new WeakMap<WireIdentity, IdentityHeaders>();
+
+function identityHeaders(id: WireIdentity): IdentityHeaders {
+  let h = identityHeaderCache.get(id);
+  if (!h) {
+    h = {
+      userName: headerText(id.UserName),
+      email: headerText(id.Email),
+      fullName: headerText(id.FullName),
+      user: headerText(id.UserID),
+      expires: id.Expires ? new Date(id.Expires).toUTCString() : undefined,
+      basic: `Basic ${Buffer.from(`${id.Email}:`, 'utf8').toString('base64')}`,
+    };
+    identityHeaderCache.set(id, h);
+  }
+  return h;
 }
 
 /** Header values are bytes: UTF-8 text is sent as its bytes; CR, LF and NUL are dropped. */
