@@ -57,11 +57,16 @@ export class ApiKeyCache {
   ) {}
 
   async identify(key: string): Promise<WireIdentity> {
+    return this.lookup(key);
+  }
+
+  /** The identity at once when a validation is cached, else a promise (rejected when refused). */
+  lookup(key: string): WireIdentity | Promise<WireIdentity> {
     const id = hash('sha256', key, 'base64url');
     const now = Date.now();
     const hit = this.entries.get(id);
     if (hit && hit.until > now) {
-      if (hit.error) throw hit.error;
+      if (hit.error) return Promise.reject(hit.error);
       return hit.identity as WireIdentity;
     }
     const inflight = this.pending.get(id);

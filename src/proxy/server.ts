@@ -1,5 +1,5 @@
 import { type KeyObject, randomBytes, timingSafeEqual } from 'node:crypto';
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import net from 'node:net';
 import type { Duplex } from 'node:stream';
 import tls from 'node:tls';
@@ -175,10 +175,16 @@ export class AccessProxy {
   // ---- request entry points -----------------------------------------------------------------
 
   readonly handler = (req: IncomingMessage, res: ServerResponse) => {
-    this.handle(req, res).catch((e: unknown) => this.fail(req, res, e));
+    // Synchronous when the credential is cached (the common case): no promise per request.
+    try {
+      const pending = this.handle(req, res);
+      if (pending) pending.catch((e: unknown) => this.fail(req, res, e));
+    } catch (e) {
+      this.fail(req, res, e);
+    }
   };
 
-  private async handle(req: IncomingMessage, res: ServerResponse) {
+  private handle(req: IncomingMessage, res: ServerResponse): Promise<void> | undefined {
     const url = req.url ?? '/';
     const q = url.indexOf('?');
     const rawPath = q < 0 ? url : url.slice(0, q);
@@ -189,14 +195,28 @@ export class AccessProxy {
     const path = requestPath(rawPath);
     if (path.startsWith(PROXY_PATHS.base)) return this.internal(req, res, path, query);
     const route = routeFor(this.config, path);
-    const auth = await this.authenticate(req, route.auth);
+    const auth = this.authenticate(req, route.auth);
+    if (auth instanceof Promise)
+      return auth.then((a) => this.forward(req, res, route.upstream, path, query, a));
+    this.forward(req, res, route.upstream, path, query, auth);
+    return undefined;
+  }
+
+  private forward(
+    req: IncomingMessage,
+    res: ServerResponse,
+    upstream: string,
+    path: string,
+    query: string,
+    auth: AuthOutcome,
+  ) {
     if (!auth.ok) return this.refuse(req, res, auth);
     const who = auth.who;
     const token = newToken();
     const origin = this.originOf(req);
     this.inflight.set(token, { identity: who?.identity, origin });
     const headers = this.upstreamHeaders(req, who, token, origin);
-    const up = this.upstream(route.upstream);
+    const up = this.upstream(upstream);
     const hasBody =
       req.headers['content-length'] !== undefined || req.headers['transfer-encoding'] !== undefined;
     // Cookies to set on the response: none on the common request.
@@ -209,57 +229,21 @@ export class AccessProxy {
         : undefined;
     // undici's dispatch API: response chunks go straight to the client with backpressure, no
     // intermediate stream; the client going away aborts the upstream request.
-    await new Promise<void>((resolve, reject) => {
-      let controller: Dispatcher.DispatchController | undefined;
-      let responded = false;
-      res.once('close', () => {
-        this.inflight.delete(token);
-        if (!res.writableFinished) controller?.abort(new Error('the client went away'));
-      });
-      this.agent.dispatch(
-        {
-          origin: up.origin,
-          path: up.base + path + query,
-          method: req.method as Dispatcher.HttpMethod,
-          headers,
-          body: hasBody ? req : null,
-        },
-        {
-          onRequestStart(c) {
-            controller = c;
-            if (res.destroyed) c.abort(new Error('the client went away'));
-          },
-          onResponseStart(_c, statusCode, upHeaders) {
-            if (statusCode < 200) return; // 1xx informational: not relayed
-            const out: Record<string, string | string[]> = {};
-            const connTokens = connectionTokens(upHeaders.connection);
-            for (const k in upHeaders) {
-              const v = upHeaders[k];
-              if (v === undefined || HOP.has(k) || connTokens?.has(k)) continue;
-              out[k] = v;
-            }
-            if (extraCookies) for (const c of extraCookies) appendSetCookie(out, c);
-            responded = true;
-            res.writeHead(statusCode, out);
-          },
-          onResponseData(c, chunk) {
-            if (!res.write(chunk)) {
-              c.pause();
-              res.once('drain', () => c.resume());
-            }
-          },
-          onResponseEnd() {
-            res.end();
-            resolve();
-          },
-          onResponseError(_c, err) {
-            if (!responded) return reject(upstreamError(err));
-            res.destroy();
-            resolve();
-          },
-        },
-      );
+    const handler = new Relay(res, extraCookies, (e) => this.fail(req, res, e));
+    res.once('close', () => {
+      this.inflight.delete(token);
+      if (!res.writableFinished) handler.controller?.abort(new Error('the client went away'));
     });
+    this.agent.dispatch(
+      {
+        origin: up.origin,
+        path: up.base + path + query,
+        method: req.method as Dispatcher.HttpMethod,
+        headers,
+        body: hasBody ? req : null,
+      },
+      handler,
+    );
   }
 
   readonly upgrade = (req: IncomingMessage, socket: Duplex, head: Buffer) => {
@@ -329,27 +313,46 @@ export class AccessProxy {
 
   // ---- identity -----------------------------------------------------------------------------
 
-  private async authenticate(req: IncomingMessage, mode: AuthMode): Promise<AuthOutcome> {
+  /** Synchronous for cached API keys and cookies; a promise when the service must be asked. */
+  private authenticate(req: IncomingMessage, mode: AuthMode): AuthOutcome | Promise<AuthOutcome> {
     if (mode === 'none') return { ok: true, who: undefined };
     const presented = presentedCredential(req.headers.authorization);
     if (presented.kind === 'key') {
       if (this.tokenProblem) return this.unavailable();
-      try {
-        const identity = await this.keys.identify(presented.key);
-        return { ok: true, who: { identity, authType: 'bearer' } };
-      } catch (e) {
-        if (e instanceof BackendError && e.refused)
-          return {
-            ok: false,
-            status: 401,
-            code: 'Unauthenticated',
-            message: `the API key was refused: ${e.message}`,
-            headers: { 'www-authenticate': 'Bearer realm="gatehouse", error="invalid_token"' },
-          };
-        return this.backendDown(e);
-      }
+      const known = this.keys.lookup(presented.key);
+      if (!(known instanceof Promise)) return { ok: true, who: { identity: known, authType: 'bearer' } };
+      return this.keyOutcome(known);
     }
     const cookie = readCookie(req.headers.cookie, COOKIE_NAME);
+    if (cookie) {
+      const proof = this.signer.cached(cookie);
+      if (proof) return { ok: true, who: { identity: proof.identity, authType: 'session' } };
+    }
+    return this.authenticateSlow(req, mode, cookie);
+  }
+
+  private async keyOutcome(pending: Promise<WireIdentity>): Promise<AuthOutcome> {
+    try {
+      const identity = await pending;
+      return { ok: true, who: { identity, authType: 'bearer' } };
+    } catch (e) {
+      if (e instanceof BackendError && e.refused)
+        return {
+          ok: false,
+          status: 401,
+          code: 'Unauthenticated',
+          message: `the API key was refused: ${e.message}`,
+          headers: { 'www-authenticate': 'Bearer realm="gatehouse", error="invalid_token"' },
+        };
+      return this.backendDown(e);
+    }
+  }
+
+  private async authenticateSlow(
+    req: IncomingMessage,
+    mode: AuthMode,
+    cookie: string | undefined,
+  ): Promise<AuthOutcome> {
     let clearCookie = false;
     if (cookie) {
       const v = await this.signer.verify(cookie);
@@ -640,6 +643,56 @@ export class AccessProxy {
     }
     this.learnedName = host;
     this.onFirstHost?.(host);
+  }
+}
+
+/**
+ * Relays one upstream response to the client (undici dispatch handler): headers without hop-by-hop
+ * ones, then the body chunks with backpressure. Errors before the response go to `fail` (502/504).
+ */
+class Relay implements Dispatcher.DispatchHandler {
+  controller: Dispatcher.DispatchController | undefined;
+  private responded = false;
+
+  constructor(
+    private readonly res: ServerResponse,
+    private readonly extraCookies: string[] | undefined,
+    private readonly fail: (e: HttpError) => void,
+  ) {}
+
+  onRequestStart(c: Dispatcher.DispatchController) {
+    this.controller = c;
+    if (this.res.destroyed) c.abort(new Error('the client went away'));
+  }
+
+  onResponseStart(_c: Dispatcher.DispatchController, statusCode: number, upHeaders: IncomingHttpHeaders) {
+    if (statusCode < 200) return; // 1xx informational: not relayed
+    const out: Record<string, string | string[]> = {};
+    const connTokens = connectionTokens(upHeaders.connection);
+    for (const k in upHeaders) {
+      const v = upHeaders[k];
+      if (v === undefined || HOP.has(k) || connTokens?.has(k)) continue;
+      out[k] = v;
+    }
+    if (this.extraCookies) for (const c of this.extraCookies) appendSetCookie(out, c);
+    this.responded = true;
+    this.res.writeHead(statusCode, out);
+  }
+
+  onResponseData(c: Dispatcher.DispatchController, chunk: Buffer) {
+    if (!this.res.write(chunk)) {
+      c.pause();
+      this.res.once('drain', () => c.resume());
+    }
+  }
+
+  onResponseEnd() {
+    this.res.end();
+  }
+
+  onResponseError(_c: Dispatcher.DispatchController, err: Error) {
+    if (!this.responded) return this.fail(upstreamError(err));
+    this.res.destroy();
   }
 }
 
