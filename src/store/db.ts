@@ -113,19 +113,20 @@ export function openDb(
   const kysely = new Kysely<Database>({
     dialect: new SqliteDialect({ database: cachingStatements(sqlite) }),
   });
-  // A second connection for reads (an in-memory database cannot be shared, so it reads through the first).
-  const reader = location === ':memory:' ? sqlite : new SQLite(location);
-  if (reader !== sqlite) reader.pragma('busy_timeout = 5000');
+  const base = { kysely, dialect: 'sqlite' as const, describe: `sqlite ${location}` };
+  // An in-memory database cannot be opened twice: it reads through Kysely like PostgreSQL does.
+  if (location === ':memory:') return { ...base, close: () => kysely.destroy() };
+  // A second connection for reads: in WAL mode it sees committed data only.
+  const reader = new SQLite(location);
+  reader.pragma('busy_timeout = 5000');
   const statements = cachingStatements(reader);
   return {
-    kysely,
-    dialect: 'sqlite',
-    describe: `sqlite ${location}`,
+    ...base,
     readSync: <R>(text: string, parameters: readonly unknown[]) =>
       statements.prepare(text).all(parameters) as R[],
     close: async () => {
       await kysely.destroy();
-      if (reader !== sqlite) reader.close();
+      reader.close();
     },
   };
 }
