@@ -5,12 +5,14 @@ import type { Db, Dialect } from './db.js';
  * One list of migrations for both backends. Where the SQL differs, a migration branches on the
  * dialect. Never edit a released migration: add a new one.
  */
+/** Text for keys: byte-order collation on PostgreSQL, so ids sort as on SQLite and keyset paging uses the index. */
+const keyText = (dialect: Dialect) => (dialect === 'postgres' ? sql`text collate "C"` : sql`text`);
+
 const migrations = (dialect: Dialect): Record<string, Migration> => ({
   '0001_objects_changes': {
     async up(db: Kysely<unknown>) {
       const pg = dialect === 'postgres';
-      // Byte-order collation on PostgreSQL, so ids sort as on SQLite and keyset paging uses the index.
-      const key = pg ? sql`text collate "C"` : sql`text`;
+      const key = keyText(dialect);
       await db.schema
         .createTable('objects')
         .addColumn('type', key, (c) => c.notNull())
@@ -55,8 +57,7 @@ const migrations = (dialect: Dialect): Record<string, Migration> => ({
   // brute-force regulation counters.
   '0002_auth_sessions': {
     async up(db: Kysely<unknown>) {
-      const pg = dialect === 'postgres';
-      const key = pg ? sql`text collate "C"` : sql`text`;
+      const key = keyText(dialect);
       await db.schema
         .createTable('sessions')
         .addColumn('id', key, (c) => c.primaryKey())
@@ -89,7 +90,7 @@ const migrations = (dialect: Dialect): Record<string, Migration> => ({
   '0003_proxy_signin_codes': {
     // One-time codes of the proxy sign-in handshake: in the database, so any instance can redeem them.
     async up(db: Kysely<unknown>) {
-      const key = dialect === 'postgres' ? sql`text collate "C"` : sql`text`;
+      const key = keyText(dialect);
       await db.schema
         .createTable('proxy_signin_codes')
         .addColumn('code_hash', key, (c) => c.primaryKey())
