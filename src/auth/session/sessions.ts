@@ -198,10 +198,20 @@ export async function saveSession(
   s: Session,
   opts: { rotate?: boolean } = {},
 ): Promise<{ session: Session; token?: string }> {
+  const { level, token, set } = sessionUpdate(s, s.level, opts.rotate);
+  const r = await authDb(ctx).updateTable('sessions').set(set).where('id', '=', s.id).executeTakeFirst();
+  if (Number(r.numUpdatedRows) === 0) throw new Error('session vanished');
+  changed(s.userId, s.id);
+  return { session: { ...s, level }, token };
+}
+
+/**
+ * The row update for a session about to be stored: its level recomputed from its factors, and a
+ * new token when the level changed from `previousLevel` (fixation defence) or `rotate` says so.
+ */
+function sessionUpdate(s: Session, previousLevel: number, rotate: boolean | undefined) {
   const level = levelOf(s.userId !== '', s.factors, s.data.BoostLevel ?? 0);
-  const rotate = opts.rotate ?? level !== s.level;
-  const token = rotate ? newToken() : undefined;
-  const next: Session = { ...s, level };
+  const token = (rotate ?? level !== previousLevel) ? newToken() : undefined;
   const set: Partial<SessionsTable> = {
     user_id: s.userId,
     level,
@@ -209,10 +219,7 @@ export async function saveSession(
     data: JSON.stringify(s.data),
   };
   if (token) set.token_hash = hashToken(token);
-  const r = await authDb(ctx).updateTable('sessions').set(set).where('id', '=', s.id).executeTakeFirst();
-  if (Number(r.numUpdatedRows) === 0) throw new Error('session vanished');
-  changed(s.userId, s.id);
-  return { session: next, token };
+  return { level, token, set };
 }
 
 /**
@@ -235,15 +242,7 @@ export async function mutateSession(
       if (!row) return undefined;
       const current = toSession(row);
       const s = fn(current);
-      const level = levelOf(s.userId !== '', s.factors, s.data.BoostLevel ?? 0);
-      const token = (opts.rotate ?? level !== current.level) ? newToken() : undefined;
-      const set: Partial<SessionsTable> = {
-        user_id: s.userId,
-        level,
-        factors: JSON.stringify(s.factors),
-        data: JSON.stringify(s.data),
-      };
-      if (token) set.token_hash = hashToken(token);
+      const { level, token, set } = sessionUpdate(s, current.level, opts.rotate);
       await tx.updateTable('sessions').set(set).where('id', '=', id).execute();
       return { session: { ...s, level }, token };
     });
