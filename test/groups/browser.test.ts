@@ -4,6 +4,7 @@ import { type Browser, chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadServiceConfig } from '../../src/config/index.js';
 import { checkMembership } from '../../src/groups/check.js';
+import { makeUser } from '../auth/client.js';
 import { backends, startTestService, type TestService } from '../helpers.js';
 import { create } from './fixture.js';
 
@@ -43,19 +44,10 @@ describe.each(backends())('access request in headless Chromium on %s', (backend)
   });
 
   async function userWithPassword(email: string) {
-    const res = await s.req({ method: 'POST', url: '/users', payload: { Email: email, Active: true } });
-    const id = res.headers['x-id'] as string;
-    const password = `pw-${id}-long-enough`;
-    const pw = await s.req({
-      method: 'PUT',
-      url: `/auth/enroll/password?user=${id}`,
-      payload: { Password: password },
-    });
-    expect(pw.statusCode, pw.body).toBe(204);
-    return { id, email, password };
+    const password = `pw-${email}-long-enough`;
+    return { id: await makeUser(s, { email, password }), email, password };
   }
 
-  /** A browser context signed in through the sign-in API (its cookies land in the context). */
   async function signedInContext(u: { email: string; password: string }) {
     const context = await browser.newContext();
     const headers = { 'x-requested-with': 'playwright' };

@@ -1,29 +1,14 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Membership } from '../../src/groups/membership.js';
-import { Browser } from '../auth/client.js';
+import { Browser, makeUser, signedIn } from '../auth/client.js';
 import { backends, startTestService, type TestService } from '../helpers.js';
 import { create } from './fixture.js';
 
 /** A user with a password, and a browser stand-in signed in as them (one factor). */
-async function signedInUser(s: TestService, email: string, extra: Record<string, unknown> = {}) {
-  const res = await s.req({
-    method: 'POST',
-    url: '/users',
-    payload: { Email: email, Active: true, ...extra },
-  });
-  expect(res.statusCode, res.body).toBe(201);
-  const id = res.headers['x-id'] as string;
-  const password = `pw-${id}-long-enough`;
-  const pw = await s.req({
-    method: 'PUT',
-    url: `/auth/enroll/password?user=${id}`,
-    payload: { Password: password },
-  });
-  expect(pw.statusCode, pw.body).toBe(204);
-  const b = new Browser(s);
-  expect((await b.post('/auth/email', { email })).statusCode).toBe(204);
-  expect((await b.post('/auth/password', { password })).statusCode).toBe(204);
-  return { id, b };
+async function signedInUser(s: TestService, email: string) {
+  const password = `pw-${email}-long-enough`;
+  const id = await makeUser(s, { email, password });
+  return { id, b: await signedIn(s, email, password) };
 }
 
 describe.each(backends())('access-request pages on %s', (backend) => {
