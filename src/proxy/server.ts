@@ -1,10 +1,9 @@
 import { type KeyObject, randomBytes, timingSafeEqual } from 'node:crypto';
-import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import net from 'node:net';
 import type { Duplex } from 'node:stream';
 import tls from 'node:tls';
 import type { Logger } from 'pino';
-import { Agent, type Dispatcher } from 'undici';
 import { type AuthMode, normalizePath, type ProxyConfig, routeFor } from '../config/proxy.js';
 import { type AuthBackend, BackendError } from './backend.js';
 import {
@@ -17,8 +16,19 @@ import {
 } from './cookie.js';
 import { ApiKeyCache, presentedCredential } from './credentials.js';
 import { BACKCHANNEL, PROXY_PATHS, PROXY_TOKEN_PATTERN, type WireIdentity } from './protocol.js';
+import {
+  type Exchange,
+  type ResponseSink,
+  type UpstreamError,
+  UpstreamPool,
+  type UpstreamTarget,
+  upstreamTarget,
+} from './upstream/pool.js';
 
-/** Hop-by-hop headers (RFC 9110 7.6.1) and others undici sets itself: never copied across. */
+/**
+ * Hop-by-hop headers (RFC 9110 7.6.1), and the framing headers the upstream client sets itself:
+ * never copied across.
+ */
 const HOP = new Set([
   'connection',
   'keep-alive',
@@ -28,6 +38,7 @@ const HOP = new Set([
   'te',
   'trailer',
   'transfer-encoding',
+  'content-length',
   'upgrade',
   'expect',
   'http2-settings',
@@ -91,9 +102,9 @@ export class AccessProxy {
   readonly appId: string | undefined;
   readonly keys: ApiKeyCache;
   readonly signer: CookieSigner;
-  private readonly agent: Dispatcher;
+  private readonly pool: UpstreamPool;
   private readonly inflight = new Map<string, InFlight>();
-  private readonly upstreams = new Map<string, { origin: string; base: string; url: URL }>();
+  private readonly upstreams = new Map<string, { target: UpstreamTarget; base: string }>();
   private readonly log: Logger;
   /** Set when the service refused our token: requests needing a user fail with this message. */
   tokenProblem: string | undefined;
@@ -111,14 +122,11 @@ export class AccessProxy {
     this.keys = new ApiKeyCache(() => opts.backend);
     this.signer = new CookieSigner(opts.cookieKey, `gatehouse-proxy:${this.appId ?? ''}`, opts.cookieTtlS);
     const timeout = opts.upstreamTimeoutMs ?? 60_000;
-    this.agent = new Agent({
-      keepAliveTimeout: 30_000,
-      keepAliveMaxTimeout: 600_000,
+    this.pool = new UpstreamPool({
+      keepAliveMs: 30_000,
       connections: 256,
-      pipelining: 1,
-      headersTimeout: timeout,
-      bodyTimeout: 0,
-      connectTimeout: Math.min(timeout, 10_000),
+      headersTimeoutMs: timeout,
+      connectTimeoutMs: Math.min(timeout, 10_000),
     });
   }
 
@@ -133,14 +141,14 @@ export class AccessProxy {
   }
 
   async close() {
-    await this.agent.close();
+    await this.pool.close();
   }
 
   private upstream(raw: string) {
     let u = this.upstreams.get(raw);
     if (!u) {
       const url = new URL(raw);
-      u = { origin: url.origin, base: url.pathname.replace(/\/+$/, ''), url };
+      u = { target: upstreamTarget(url), base: url.pathname.replace(/\/+$/, '') };
       this.upstreams.set(raw, u);
     }
     return u;
@@ -215,10 +223,10 @@ export class AccessProxy {
     const token = newToken();
     const origin = this.originOf(req);
     this.inflight.set(token, { identity: who?.identity, origin });
-    const headers = this.upstreamHeaders(req, who, token, origin);
     const up = this.upstream(upstream);
-    const hasBody =
-      req.headers['content-length'] !== undefined || req.headers['transfer-encoding'] !== undefined;
+    const head = `${req.method} ${up.base}${path}${query} HTTP/1.1\r\n${this.upstreamHeaders(req, who, token, origin, up.target)}`;
+    const length = req.headers['content-length'];
+    const hasBody = length !== undefined ? length !== '0' : req.headers['transfer-encoding'] !== undefined;
     // Cookies to set on the response: none on the common request.
     const extraCookies =
       who?.setCookie || auth.clearCookie
@@ -227,23 +235,22 @@ export class AccessProxy {
             ...(auth.clearCookie ? [this.cookie(COOKIE_NAME, '', 0)] : []),
           ]
         : undefined;
-    // undici's dispatch API: response chunks go straight to the client with backpressure, no
-    // intermediate stream; the client going away aborts the upstream request.
-    const handler = new Relay(res, extraCookies, (e) => this.fail(req, res, e));
+    const relay = new Relay(res, extraCookies, (e) => this.fail(req, res, e));
+    relay.exchange = this.pool.request(
+      {
+        target: up.target,
+        method: req.method ?? 'GET',
+        head,
+        body: hasBody ? req : null,
+        // Node has checked Content-Length; a body without one is sent chunked.
+        contentLength: length === undefined ? undefined : Number(length),
+      },
+      relay,
+    );
     res.once('close', () => {
       this.inflight.delete(token);
-      if (!res.writableFinished) handler.controller?.abort(new Error('the client went away'));
+      if (!res.writableFinished) relay.exchange?.abort();
     });
-    this.agent.dispatch(
-      {
-        origin: up.origin,
-        path: up.base + path + query,
-        method: req.method as Dispatcher.HttpMethod,
-        headers,
-        body: hasBody ? req : null,
-      },
-      handler,
-    );
   }
 
   readonly upgrade = (req: IncomingMessage, socket: Duplex, head: Buffer) => {
@@ -276,22 +283,21 @@ export class AccessProxy {
     const token = newToken();
     const origin = this.originOf(req);
     this.inflight.set(token, { identity: auth.who?.identity, origin });
-    const headers = this.upstreamHeaders(req, auth.who, token, origin);
-    headers.connection = 'Upgrade';
-    headers.upgrade = String(req.headers.upgrade ?? 'websocket');
     const up = this.upstream(route.upstream);
-    const port = Number(up.url.port || (up.url.protocol === 'https:' ? 443 : 80));
-    const host = up.url.hostname.replace(/^\[|\]$/g, '');
-    const conn =
-      up.url.protocol === 'https:'
-        ? tls.connect({ host, port, servername: net.isIP(host) ? undefined : host })
-        : net.connect({ host, port });
-    let lines = `${req.method} ${up.base}${path}${query} HTTP/1.1\r\n`;
-    for (const [k, v] of Object.entries(headers)) {
-      for (const one of Array.isArray(v) ? v : [v]) lines += `${k}: ${one}\r\n`;
-    }
+    const { target } = up;
+    const upgrade = headerText(String(req.headers.upgrade ?? 'websocket'));
+    const lines =
+      `${req.method} ${up.base}${path}${query} HTTP/1.1\r\n` +
+      `${this.upstreamHeaders(req, auth.who, token, origin, target)}connection: Upgrade\r\nupgrade: ${upgrade}\r\n`;
+    const conn = target.secure
+      ? tls.connect({
+          host: target.host,
+          port: target.port,
+          servername: net.isIP(target.host) ? undefined : target.host,
+        })
+      : net.connect({ host: target.host, port: target.port });
     await new Promise<void>((resolve, reject) => {
-      conn.once(up.url.protocol === 'https:' ? 'secureConnect' : 'connect', () => resolve());
+      conn.once(target.secure ? 'secureConnect' : 'connect', () => resolve());
       conn.once('error', reject);
     }).catch((e: unknown) => {
       this.inflight.delete(token);
@@ -448,37 +454,39 @@ export class AccessProxy {
     return this.cookie(COOKIE_NAME, signed, Math.max(1, Math.floor((until - Date.now()) / 1000)));
   }
 
-  private upstreamHeaders(req: IncomingMessage, who: Identified | undefined, token: string, origin: string) {
-    const h: Record<string, string | string[]> = {};
+  /**
+   * The header lines of the upstream request (each ending in CRLF): the client's headers less
+   * hop-by-hop, framing, spoofable and the proxy's own cookies, then the proxy's headers.
+   * Node's parser has already refused CR, LF and NUL in the client's names and values.
+   */
+  private upstreamHeaders(
+    req: IncomingMessage,
+    who: Identified | undefined,
+    token: string,
+    origin: string,
+    target: UpstreamTarget,
+  ): string {
     const from = req.headers;
     const conn = connectionTokens(from.connection);
+    let h = '';
     for (const k in from) {
       const v = from[k];
       if (v === undefined || HOP.has(k) || isReserved(k) || conn?.has(k)) continue;
       if (k === 'authorization' && who) continue;
       if (k === 'cookie') {
         const kept = stripOwnCookies(v as string);
-        if (kept) h.cookie = kept;
+        if (kept) h += `cookie: ${kept}\r\n`;
         continue;
       }
-      h[k] = v;
+      if (typeof v === 'string') h += `${k}: ${v}\r\n`;
+      else for (const one of v) h += `${k}: ${one}\r\n`;
     }
-    h['x-forwarded-for'] = req.socket.remoteAddress ?? '';
-    h['x-forwarded-proto'] = this.opts.secure ? 'https' : 'http';
-    if (req.headers.host) h['x-forwarded-host'] = req.headers.host;
-    const base = this.privateAddress() || origin;
-    h['x-service-access-check'] = `${base}${PROXY_PATHS.accessCheck}${token}`;
-    if (who) {
-      const id = identityHeaders(who.identity);
-      h['x-service-user-name'] = id.userName;
-      h['x-service-email'] = id.email;
-      h['x-service-full-name'] = id.fullName;
-      h['x-service-user'] = id.user;
-      if (id.expires !== undefined) h['x-service-session-expires'] = id.expires;
-      h['x-service-auth-type'] = who.authType;
-      h['x-remote-user'] = id.email;
-      h.authorization = id.basic;
-    }
+    // HTTP/1.1 requires a Host; an HTTP/1.0 client may not have sent one.
+    if (from.host === undefined) h += `host: ${target.authority}\r\n`;
+    h += `x-forwarded-for: ${req.socket.remoteAddress ?? ''}\r\nx-forwarded-proto: ${this.opts.secure ? 'https' : 'http'}\r\n`;
+    if (from.host !== undefined) h += `x-forwarded-host: ${from.host}\r\n`;
+    h += `x-service-access-check: ${this.privateAddress() || origin}${PROXY_PATHS.accessCheck}${token}\r\n`;
+    if (who) h += identityHeaders(who.identity)[who.authType];
     return h;
   }
 
@@ -618,7 +626,7 @@ export class AccessProxy {
     if (!(e instanceof HttpError)) this.log.error({ err: e }, 'proxy error');
     else if (err.status >= 500)
       this.log.warn(
-        { status: err.status, reason: err.message, url: redact(req.url) },
+        { status: err.status, reason: err.message, cause: err.cause, url: redact(req.url) },
         'proxy answered an error',
       );
     if (res.headersSent) {
@@ -647,12 +655,11 @@ export class AccessProxy {
 }
 
 /**
- * Relays one upstream response to the client (undici dispatch handler): headers without hop-by-hop
- * ones, then the body chunks with backpressure. Errors before the response go to `fail` (502/504).
+ * Relays one upstream response to the client: headers without hop-by-hop ones, then the body
+ * chunks with backpressure. Failures before the response go to `fail` (502/504).
  */
-class Relay implements Dispatcher.DispatchHandler {
-  controller: Dispatcher.DispatchController | undefined;
-  private responded = false;
+class Relay implements ResponseSink {
+  exchange: Exchange | undefined;
 
   constructor(
     private readonly res: ServerResponse,
@@ -660,38 +667,40 @@ class Relay implements Dispatcher.DispatchHandler {
     private readonly fail: (e: HttpError) => void,
   ) {}
 
-  onRequestStart(c: Dispatcher.DispatchController) {
-    this.controller = c;
-    if (this.res.destroyed) c.abort(new Error('the client went away'));
-  }
-
-  onResponseStart(_c: Dispatcher.DispatchController, statusCode: number, upHeaders: IncomingHttpHeaders) {
-    if (statusCode < 200) return; // 1xx informational: not relayed
-    const out: Record<string, string | string[]> = {};
-    const connTokens = connectionTokens(upHeaders.connection);
-    for (const k in upHeaders) {
-      const v = upHeaders[k];
-      if (v === undefined || HOP.has(k) || connTokens?.has(k)) continue;
-      out[k] = v;
+  onHead(statusCode: number, upHeaders: string[]) {
+    let connTokens: Set<string> | undefined;
+    for (let i = 0; i < upHeaders.length; i += 2) {
+      if ((upHeaders[i] as string).length === 10 && (upHeaders[i] as string).toLowerCase() === 'connection')
+        connTokens = connectionTokens(upHeaders[i + 1]);
     }
-    if (this.extraCookies) for (const c of this.extraCookies) appendSetCookie(out, c);
-    this.responded = true;
+    const out: string[] = [];
+    for (let i = 0; i < upHeaders.length; i += 2) {
+      const name = upHeaders[i] as string;
+      const lower = name.toLowerCase();
+      // Content-Length stays: it is the response's framing towards the client too.
+      if ((HOP.has(lower) && lower !== 'content-length') || connTokens?.has(lower)) continue;
+      out.push(name, upHeaders[i + 1] as string);
+    }
+    if (this.extraCookies) for (const c of this.extraCookies) out.push('set-cookie', c);
     this.res.writeHead(statusCode, out);
   }
 
-  onResponseData(c: Dispatcher.DispatchController, chunk: Buffer) {
-    if (!this.res.write(chunk)) {
-      c.pause();
-      this.res.once('drain', () => c.resume());
-    }
+  onData(chunk: Buffer): boolean {
+    if (this.res.write(chunk)) return true;
+    this.res.once('drain', () => this.exchange?.resume());
+    return false;
   }
 
-  onResponseEnd() {
+  onEnd() {
     this.res.end();
   }
 
-  onResponseError(_c: Dispatcher.DispatchController, err: Error) {
-    if (!this.responded) return this.fail(upstreamError(err));
+  onError(err: UpstreamError, responded: boolean) {
+    if (!responded) {
+      const out = upstreamError(err);
+      out.cause = err.message;
+      return this.fail(out);
+    }
     this.res.destroy();
   }
 }
@@ -754,36 +763,30 @@ function parseConnection(text: string): Set<string> | undefined {
   return set.size ? set : undefined;
 }
 
-function appendSetCookie(h: Record<string, string | string[]>, c: string) {
-  const prev = h['set-cookie'];
-  h['set-cookie'] = prev === undefined ? [c] : Array.isArray(prev) ? [...prev, c] : [prev, c];
-}
-
-interface IdentityHeaders {
-  userName: string;
-  email: string;
-  fullName: string;
-  user: string;
-  expires: string | undefined;
-  basic: string;
-}
+/** The identity header lines of an identity, one block per X-Service-Auth-Type value. */
+type IdentityHeaders = Record<Identified['authType'], string>;
 
 /**
- * The identity header values of an identity, computed once per identity object: the API key and
- * cookie caches hand out the same (never modified) object for every request of a user.
+ * The identity header lines, computed once per identity object: the API key and cookie caches
+ * hand out the same (never modified) object for every request of a user.
  */
 const identityHeaderCache = new WeakMap<WireIdentity, IdentityHeaders>();
 
 function identityHeaders(id: WireIdentity): IdentityHeaders {
   let h = identityHeaderCache.get(id);
   if (!h) {
+    const email = headerText(id.Email);
+    const common =
+      `x-service-user-name: ${headerText(id.UserName)}\r\n` +
+      `x-service-email: ${email}\r\n` +
+      `x-service-full-name: ${headerText(id.FullName)}\r\n` +
+      `x-service-user: ${headerText(id.UserID)}\r\n` +
+      (id.Expires ? `x-service-session-expires: ${new Date(id.Expires).toUTCString()}\r\n` : '') +
+      `x-remote-user: ${email}\r\n` +
+      `authorization: Basic ${Buffer.from(`${id.Email}:`, 'utf8').toString('base64')}\r\n`;
     h = {
-      userName: headerText(id.UserName),
-      email: headerText(id.Email),
-      fullName: headerText(id.FullName),
-      user: headerText(id.UserID),
-      expires: id.Expires ? new Date(id.Expires).toUTCString() : undefined,
-      basic: `Basic ${Buffer.from(`${id.Email}:`, 'utf8').toString('base64')}`,
+      bearer: `${common}x-service-auth-type: bearer\r\n`,
+      session: `${common}x-service-auth-type: session\r\n`,
     };
     identityHeaderCache.set(id, h);
   }
@@ -813,11 +816,12 @@ function constantEqual(a: string, b: string): boolean {
 }
 
 function upstreamError(e: unknown): HttpError {
+  const kind = (e as Partial<UpstreamError>).kind;
   const code = (e as { code?: string }).code ?? '';
-  if (code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_CONNECT_TIMEOUT' || code === 'ETIMEDOUT')
+  if (kind === 'timeout' || code === 'ETIMEDOUT')
     return new HttpError(504, 'Gateway Timeout', 'the application did not answer in time');
-  if (code === 'UND_ERR_ABORTED' || (e as Error).name === 'AbortError')
-    return new HttpError(499, 'Client Closed Request', 'the client went away');
+  if (kind === 'protocol')
+    return new HttpError(502, 'Bad Gateway', 'the application sent a response the proxy cannot relay');
   return new HttpError(502, 'Bad Gateway', 'the application cannot be reached');
 }
 
@@ -858,19 +862,18 @@ function sendError(
     res.writeHead(302, h);
     return void res.end();
   }
-  const wire = status === 499 ? 502 : status;
   if (String(req.headers.accept ?? '').includes('text/html')) {
     h['content-type'] = 'text/html; charset=utf-8';
-    res.writeHead(wire, h);
+    res.writeHead(status, h);
     res.end(
-      `<!doctype html><html><head><meta charset="utf-8"><title>${wire} ${escapeHtml(code)}</title></head>` +
-        `<body><h1>${wire} ${escapeHtml(code)}</h1><p>${escapeHtml(message)}</p></body></html>\n`,
+      `<!doctype html><html><head><meta charset="utf-8"><title>${status} ${escapeHtml(code)}</title></head>` +
+        `<body><h1>${status} ${escapeHtml(code)}</h1><p>${escapeHtml(message)}</p></body></html>\n`,
     );
     return;
   }
   h['content-type'] = 'application/json';
-  res.writeHead(wire, h);
-  res.end(JSON.stringify({ Status: wire, Code: code, Message: message }));
+  res.writeHead(status, h);
+  res.end(JSON.stringify({ Status: status, Code: code, Message: message }));
 }
 
 /** Writes a whole HTTP/1.1 response on a raw socket (refused upgrades) and closes it. */

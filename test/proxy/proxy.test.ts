@@ -252,6 +252,96 @@ describe.each(backends())('access proxy against the service on %s', (backend) =>
     expect(only.json.headers.cookie).toBeUndefined();
   });
 
+  it('re-frames chunked uploads, answers HEAD without a body, and drops hop-by-hop headers both ways', async () => {
+    const { port } = new URL(p.url);
+    // A chunked upload (no Content-Length) with a Connection-named header that must not pass.
+    const echoed = await new Promise<{ status: number; body: Echoed }>((resolve, reject) => {
+      const r = http.request(
+        {
+          host: '127.0.0.1',
+          port,
+          method: 'POST',
+          path: '/chunked',
+          headers: {
+            authorization: `Bearer ${w.userKey}`,
+            connection: 'keep-alive, x-hop',
+            'x-hop': 'secret',
+            'x-kept': 'yes',
+          },
+        },
+        (res) => {
+          let t = '';
+          res.on('data', (c) => {
+            t += c;
+          });
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(t) }));
+        },
+      );
+      r.on('error', reject);
+      r.write('hello ');
+      setTimeout(() => r.end('world'), 20);
+    });
+    expect(echoed.status).toBe(200);
+    expect(echoed.body.size).toBe(11);
+    expect(echoed.body.headers['transfer-encoding']).toBe('chunked');
+    expect(echoed.body.headers['x-kept']).toBe('yes');
+    expect(echoed.body.headers['x-hop']).toBeUndefined();
+    // HEAD: the upstream announces a length but sends no body; the next response on the same
+    // connection must still be read from the right place.
+    const netMod = await import('node:net');
+    const conns: import('node:net').Socket[] = [];
+    const raw = netMod.createServer((sock) => {
+      conns.push(sock);
+      sock.on('data', (d) => {
+        const isHead = d.toString('latin1').startsWith('HEAD');
+        sock.write(`HTTP/1.1 200 OK\r\ncontent-length: 1234\r\n\r\n${isHead ? '' : 'x'.repeat(1234)}`);
+      });
+    });
+    await new Promise<void>((r) => raw.listen(0, '127.0.0.1', r));
+    try {
+      const rawPort = (raw.address() as import('node:net').AddressInfo).port;
+      const q = await w.proxy({ env: { SVC_PROXY_UPSTREAM: `http://127.0.0.1:${rawPort}` } });
+      const auth = { authorization: `Bearer ${w.userKey}` };
+      const head = await fetch(`${q.url}/h`, { method: 'HEAD', headers: auth });
+      expect(head.status).toBe(200);
+      expect(head.headers.get('content-length')).toBe('1234');
+      expect((await head.arrayBuffer()).byteLength).toBe(0);
+      const after = await fetch(`${q.url}/g`, { headers: auth });
+      expect((await after.text()).length).toBe(1234);
+      expect(conns.length).toBe(1);
+    } finally {
+      for (const c of conns) c.destroy();
+      await new Promise((r) => raw.close(r));
+    }
+    // The echo upstream says "Connection: keep-alive"; the client gets the proxy's own.
+    const r = await get(`${p.url}/x`, { authorization: `Bearer ${w.userKey}` });
+    expect(r.headers.get('x-upstream')).toBe('echo');
+    expect(r.headers.get('keep-alive')).not.toBe('timeout=5');
+  });
+
+  it('answers 502 to a response it cannot relay safely, and logs why', async () => {
+    const net = await import('node:net');
+    const liar = net.createServer((s) =>
+      s.on('data', () =>
+        s.end(
+          'HTTP/1.1 200 OK\r\ncontent-length: 5\r\ntransfer-encoding: chunked\r\n\r\n0\r\n\r\nGET /smuggled HTTP/1.1\r\n\r\n',
+        ),
+      ),
+    );
+    await new Promise<void>((r) => liar.listen(0, '127.0.0.1', r));
+    try {
+      const port = (liar.address() as import('node:net').AddressInfo).port;
+      const q = await w.proxy({ env: { SVC_PROXY_UPSTREAM: `http://127.0.0.1:${port}` } });
+      const before = w.logs.length;
+      const r = await get(`${q.url}/x`, { authorization: `Bearer ${w.userKey}` });
+      expect(r.status).toBe(502);
+      expect(r.headers.get('x-error-code')).toBe('Bad Gateway');
+      expect(w.logs.slice(before).join('\n')).toMatch(/both Content-Length and Transfer-Encoding/);
+    } finally {
+      await new Promise((r) => liar.close(r));
+    }
+  });
+
   it('passes websocket upgrades through, with identity, and refuses them without credentials', async () => {
     const wsUrl = p.url.replace('http', 'ws');
     const ws = new WebSocket(`${wsUrl}/ws/chat`, { headers: { authorization: `Bearer ${w.userKey}` } });
