@@ -200,6 +200,11 @@ export interface ProxyConfig {
   acme: SectionValues<typeof acmeSection>;
   /** Longest prefix first. */
   prefixes: PrefixRule[];
+  /**
+   * The `section.name` keys given a value by the file, the environment or a flag; the others
+   * hold their default. (proxy.auth set explicitly beats the App's ProxyAuth from the service.)
+   */
+  explicit: ReadonlySet<string>;
 }
 
 export interface ProxyConfigSources extends ConfigSources {
@@ -287,10 +292,12 @@ function splitPathKey(body: string, origin: string): { prefix: string; setting: 
 export function loadProxyConfig(sources: ProxyConfigSources): ProxyConfig {
   const fileValues =
     sources.fileValues ?? (sources.file ? readConfigFile(sources.file) : new Map<string, string>());
+  const explicit = new Set<string>();
   const sections = loadSections(
     { proxy: proxySection, auth: authSection, redirect: redirectSection, acme: acmeSection },
     { ...sources, fileValues },
     ['server', 'prefix'],
+    explicit,
   );
   if ((sections.proxy.cert === '') !== (sections.proxy.key === ''))
     throw new ConfigError('proxy.cert', 'proxy.cert and proxy.key must be set together');
@@ -334,7 +341,7 @@ export function loadProxyConfig(sources: ProxyConfigSources): ProxyConfig {
       return rule;
     })
     .sort((a, b) => b.prefix.length - a.prefix.length);
-  return { ...sections, prefixes };
+  return { ...sections, prefixes, explicit };
 }
 
 /** What applies to one request path: the longest matching prefix's settings over the defaults. */
