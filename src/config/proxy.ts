@@ -8,7 +8,8 @@ export type AuthMode = (typeof AUTH_MODES)[number];
 /** Production directory of Let's Encrypt, the public ACME CA used when acme.server is unset. */
 export const DEFAULT_ACME_SERVER = 'https://acme-v02.api.letsencrypt.org/directory';
 
-function checkHttpUrl(v: string): void {
+/** proxy.upstream and the like: an http(s) URL without a user name or password; throws otherwise. */
+export function checkHttpUrl(v: string): void {
   let u: URL;
   try {
     u = new URL(v);
@@ -351,14 +352,27 @@ export interface RouteSettings {
   upstream: string;
 }
 
+/** What a request gets where no prefix decides: its host's settings (a VirtualHost) or the proxy's. */
+export interface RouteDefaults {
+  readonly auth: AuthMode;
+  readonly upstream: string;
+}
+
 /** Does `prefix` match `path` on whole segments? Both must be normalized. */
 export function prefixMatches(prefix: string, path: string): boolean {
   if (prefix === '/') return true;
   return path === prefix || path.startsWith(`${prefix}/`);
 }
 
-/** Resolves the settings for a normalized path: each setting from the longest prefix that sets it. */
-export function routeFor(config: ProxyConfig, normalizedPath: string): RouteSettings {
+/**
+ * Resolves the settings for a normalized path: each setting from the longest prefix that sets it,
+ * else from `defaults` (the request's host, see src/proxy/hosts.ts), else proxy.auth/proxy.upstream.
+ */
+export function routeFor(
+  config: ProxyConfig,
+  normalizedPath: string,
+  defaults?: RouteDefaults,
+): RouteSettings {
   let auth: AuthMode | undefined;
   let upstream: string | undefined;
   let matched: string | undefined;
@@ -369,5 +383,9 @@ export function routeFor(config: ProxyConfig, normalizedPath: string): RouteSett
     upstream ??= rule.upstream;
     if (auth && upstream) break;
   }
-  return { prefix: matched, auth: auth ?? config.proxy.auth, upstream: upstream ?? config.proxy.upstream };
+  return {
+    prefix: matched,
+    auth: auth ?? defaults?.auth ?? config.proxy.auth,
+    upstream: upstream ?? defaults?.upstream ?? config.proxy.upstream,
+  };
 }

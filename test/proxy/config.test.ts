@@ -175,5 +175,18 @@ describe('proxy settings', () => {
     expect(routeFor(c, normalizePath('/public/../admin'))).toMatchObject({ auth: 'required' });
     expect(routeFor(c, normalizePath('/public/./x'))).toMatchObject({ auth: 'none' });
     expect(normalizePath('/a//b/../../../c/')).toBe('/c/');
+    // A host's defaults (its VirtualHost) replace proxy.auth/proxy.upstream; prefixes still win.
+    const host = { auth: 'optional', upstream: 'http://vh:1' } as const;
+    expect(routeFor(c, '/a/x', host)).toEqual({ prefix: '/a', auth: 'none', upstream: 'http://vh:1' });
+    expect(routeFor(c, '/a/b/x', host)).toEqual({
+      prefix: '/a/b',
+      auth: 'optional',
+      upstream: 'http://ab:1',
+    });
+    expect(routeFor(c, '/other', host)).toEqual({
+      prefix: undefined,
+      auth: 'optional',
+      upstream: 'http://vh:1',
+    });
   });
 });
