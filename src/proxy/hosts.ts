@@ -54,9 +54,10 @@ export function learnFrom(r: RegisterResponse, log: Logger): Learned {
       try {
         checkHttpUrl(h.Upstream);
         upstream = h.Upstream;
-      } catch (e) {
+      } catch {
+        // The value is not logged: it may hold a password.
         log.warn(
-          { host: name, reason: (e as Error).message },
+          { host: name, reason: 'not an http(s) URL without a user name and password' },
           'VirtualHost.Upstream is not usable: this host gets the default upstream and mode',
         );
         continue;

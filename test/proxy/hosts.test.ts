@@ -80,7 +80,7 @@ describe('VirtualHost routing building blocks', () => {
       Hosts: [
         { Name: 'Good.Test', Upstream: 'http://10.0.0.1:81/base', Auth: '' },
         { Name: 'creds.test', Upstream: 'http://u:p@10.0.0.1', Auth: 'none' },
-        { Name: 'ftp.test', Upstream: 'ftp://files', Auth: 'none' },
+        { Name: 'ftp.test', Upstream: 'ftp://u:p@files', Auth: 'none' },
         { Name: 'junk.test', Upstream: 42, Auth: 'none' },
         { Name: 'mode.test', Upstream: '', Auth: 'mfa' },
         { Name: 'plain.test', Upstream: '', Auth: '' },
