@@ -46,11 +46,14 @@ export function readConfigFile(path: string): Map<string, string> {
  * Resolves one or more sections. Precedence: flags > environment > file > defaults.
  * Unknown keys in the file are errors (a typo must not silently fall back to a default),
  * except keys of sections listed in `otherSections`, which belong to another command.
+ * When `explicit` is given, the `section.name` key of every setting that got its value from a
+ * flag, the environment or the file (not from its default) is added to it.
  */
 export function loadSections<S extends Record<string, Record<string, Setting<unknown>>>>(
   sections: S,
   sources: ConfigSources,
   otherSections: string[] = [],
+  explicit?: Set<string>,
 ): { [K in keyof S]: SectionValues<S[K]> } {
   const file =
     sources.fileValues ?? (sources.file ? readConfigFile(sources.file) : new Map<string, string>());
@@ -79,6 +82,7 @@ export function loadSections<S extends Record<string, Record<string, Setting<unk
       }
       try {
         values[name] = setting.parse(raw);
+        explicit?.add(setting.key);
       } catch (e) {
         const where = origin === setting.key ? setting.key : `${setting.key} (from ${origin})`;
         throw new ConfigError(where, (e as Error).message);

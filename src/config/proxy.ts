@@ -8,7 +8,8 @@ export type AuthMode = (typeof AUTH_MODES)[number];
 /** Production directory of Let's Encrypt, the public ACME CA used when acme.server is unset. */
 export const DEFAULT_ACME_SERVER = 'https://acme-v02.api.letsencrypt.org/directory';
 
-function checkHttpUrl(v: string): void {
+/** proxy.upstream and the like: an http(s) URL without a user name or password; throws otherwise. */
+export function checkHttpUrl(v: string): void {
   let u: URL;
   try {
     u = new URL(v);
@@ -200,6 +201,11 @@ export interface ProxyConfig {
   acme: SectionValues<typeof acmeSection>;
   /** Longest prefix first. */
   prefixes: PrefixRule[];
+  /**
+   * The `section.name` keys given a value by the file, the environment or a flag; the others
+   * hold their default. (proxy.auth set explicitly beats the App's ProxyAuth from the service.)
+   */
+  explicit: ReadonlySet<string>;
 }
 
 export interface ProxyConfigSources extends ConfigSources {
@@ -287,10 +293,12 @@ function splitPathKey(body: string, origin: string): { prefix: string; setting: 
 export function loadProxyConfig(sources: ProxyConfigSources): ProxyConfig {
   const fileValues =
     sources.fileValues ?? (sources.file ? readConfigFile(sources.file) : new Map<string, string>());
+  const explicit = new Set<string>();
   const sections = loadSections(
     { proxy: proxySection, auth: authSection, redirect: redirectSection, acme: acmeSection },
     { ...sources, fileValues },
     ['server', 'prefix'],
+    explicit,
   );
   if ((sections.proxy.cert === '') !== (sections.proxy.key === ''))
     throw new ConfigError('proxy.cert', 'proxy.cert and proxy.key must be set together');
@@ -334,7 +342,7 @@ export function loadProxyConfig(sources: ProxyConfigSources): ProxyConfig {
       return rule;
     })
     .sort((a, b) => b.prefix.length - a.prefix.length);
-  return { ...sections, prefixes };
+  return { ...sections, prefixes, explicit };
 }
 
 /** What applies to one request path: the longest matching prefix's settings over the defaults. */
@@ -344,14 +352,27 @@ export interface RouteSettings {
   upstream: string;
 }
 
+/** What a request gets where no prefix decides: its host's settings (a VirtualHost) or the proxy's. */
+export interface RouteDefaults {
+  readonly auth: AuthMode;
+  readonly upstream: string;
+}
+
 /** Does `prefix` match `path` on whole segments? Both must be normalized. */
 export function prefixMatches(prefix: string, path: string): boolean {
   if (prefix === '/') return true;
   return path === prefix || path.startsWith(`${prefix}/`);
 }
 
-/** Resolves the settings for a normalized path: each setting from the longest prefix that sets it. */
-export function routeFor(config: ProxyConfig, normalizedPath: string): RouteSettings {
+/**
+ * Resolves the settings for a normalized path: each setting from the longest prefix that sets it,
+ * else from `defaults` (the request's host, see src/proxy/hosts.ts), else proxy.auth/proxy.upstream.
+ */
+export function routeFor(
+  config: ProxyConfig,
+  normalizedPath: string,
+  defaults?: RouteDefaults,
+): RouteSettings {
   let auth: AuthMode | undefined;
   let upstream: string | undefined;
   let matched: string | undefined;
@@ -362,5 +383,9 @@ export function routeFor(config: ProxyConfig, normalizedPath: string): RouteSett
     upstream ??= rule.upstream;
     if (auth && upstream) break;
   }
-  return { prefix: matched, auth: auth ?? config.proxy.auth, upstream: upstream ?? config.proxy.upstream };
+  return {
+    prefix: matched,
+    auth: auth ?? defaults?.auth ?? config.proxy.auth,
+    upstream: upstream ?? defaults?.upstream ?? config.proxy.upstream,
+  };
 }

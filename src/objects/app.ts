@@ -21,7 +21,7 @@ export const App: ObjectType = {
       doc: 'Group IDs whose members may use the app (empty: everyone)',
     }),
     ProxyAuth: f.enum(['required', 'optional', 'none'], {
-      doc: 'Default authentication mode of a proxy tied to this app',
+      doc: 'Default authentication mode of a proxy tied to this app, unless the proxy sets proxy.auth',
     }),
     OAuth2: f.object(
       {

@@ -36,7 +36,7 @@ function typeText(f: Field): string {
   if (f.kind === 'object') return 'object';
   if (f.kind === 'strings')
     return f.enum ? `array of ${f.enum.map((e) => `\`${e}\``).join(' / ')}` : 'array of string';
-  if (f.kind === 'string' && f.enum) return f.enum.map((e) => `\`${e}\``).join(' / ');
+  if (f.kind === 'string' && f.enum) return f.enum.map((e) => (e === '' ? '`""`' : `\`${e}\``)).join(' / ');
   return f.kind;
 }
 

@@ -124,6 +124,16 @@ export const checkUrl = (v: string) => {
     return 'is not a URL';
   }
 };
+/**
+ * Where a proxy forwards to (VirtualHost.Upstream): empty, or an http(s) URL without a user name
+ * or password, as the proxy's own proxy.upstream setting (src/config/proxy.ts) must be.
+ */
+export const checkUpstream = (v: string) => {
+  const bad = checkUrl(v);
+  if (bad || v === '') return bad;
+  const u = new URL(v);
+  return u.username || u.password ? 'must not carry a user name or password' : undefined;
+};
 export const checkOrigin = (v: string) => {
   const bad = checkUrl(v);
   if (bad) return bad;

@@ -1,4 +1,4 @@
-import { checkHostname, checkUrl, f } from './fields.js';
+import { checkHostname, checkUpstream, f } from './fields.js';
 import { ALL_OPS, type ObjectType, READ_OPS } from './type.js';
 
 /** A measured value kept by the service (counts of objects, sign-ins, requests). */
@@ -67,13 +67,15 @@ export const VirtualHost: ObjectType = {
   ops: ALL_OPS,
   checkName: checkHostname,
   fields: {
-    AppID: f.string({ maxLength: 64 }),
+    AppID: f.string({ maxLength: 64, doc: 'The App whose proxies serve this host' }),
     Upstream: f.string({
-      check: checkUrl,
+      check: checkUpstream,
       maxLength: 2048,
-      doc: 'Where the proxy forwards requests for this host',
+      doc: "Where the proxy forwards requests for this host (http or https URL); empty: the proxy's proxy.upstream",
     }),
-    Auth: f.enum(['required', 'optional', 'none']),
+    Auth: f.enum(['', 'required', 'optional', 'none'], {
+      doc: "The proxy's authentication mode for this host; empty: the proxy's default (proxy.auth when set, else the App's ProxyAuth)",
+    }),
     ACME: f.boolean({ default: true, doc: 'Obtain a certificate for this name by ACME' }),
   },
 };

@@ -32,12 +32,26 @@ export interface RegisterRequest {
   Address: string;
 }
 
+/** One VirtualHost of the App, as the proxy routes it. */
+export interface HostRoute {
+  /** The host name (lower case), compared with the request's Host without its port. */
+  Name: string;
+  /** http(s) URL replacing proxy.upstream for this host; empty: not set. */
+  Upstream: string;
+  /** `none`, `optional` or `required` for this host; empty: not set. */
+  Auth: string;
+}
+
 export interface RegisterResponse {
   AppID: string;
   AppName: string;
   RemoteAgentID: string;
   /** Host names the proxy may obtain certificates for: the App's VirtualHost names. */
   VirtualHosts: string[];
+  /** The App's ProxyAuth: the default mode when proxy.auth is not set explicitly. */
+  ProxyAuth: string;
+  /** The App's VirtualHosts with their routing settings (a service before them sends neither field). */
+  Hosts: HostRoute[];
 }
 
 export interface ApiKeyRequest {

@@ -8,12 +8,16 @@ import { loadProxyConfig, type ProxyConfig, type ProxyConfigSources } from '../c
 import { parseListen } from '../config/setting.js';
 import { type AuthBackend, BackendError, HttpAuthBackend } from './backend.js';
 import { loadCookieKey } from './cookie.js';
+import { defaultMode, type Learned, learnFrom } from './hosts.js';
 import { AccessProxy } from './server.js';
 import { TlsManager } from './tls.js';
 
 export const PROXY_VERSION = '0.1.0';
-/** The proxy reports itself (RemoteAgent.LastSeen) this often. */
-const HEARTBEAT_MS = 5 * 60_000;
+/**
+ * The proxy reports itself (RemoteAgent.LastSeen) this often, and learns the App's ProxyAuth and
+ * VirtualHosts again: changes made at the service apply within this time (at once on SIGHUP).
+ */
+export const HEARTBEAT_MS = 5 * 60_000;
 
 export interface RunningProxy {
   proxy: AccessProxy;
@@ -37,6 +41,8 @@ export interface StartProxyOptions {
   cookieTtlS?: number;
   /** Skip the start-up registration (tests that have no service). */
   register?: boolean;
+  /** For tests: how often to register again (default HEARTBEAT_MS). */
+  heartbeatMs?: number;
 }
 
 /** Settings that only take effect at start; a reload that changes them logs that a restart is needed. */
@@ -108,16 +114,34 @@ export async function startProxy(config: ProxyConfig, opts: StartProxyOptions): 
 
   let heartbeat: NodeJS.Timeout | undefined;
   let closed = false;
+  // Registrations may overlap (heartbeat and SIGHUP): an older answer never replaces a newer one.
+  let asked = 0;
+  let applied = 0;
+  let learned: Learned | undefined;
   const register = async () => {
     if (proxy.tokenProblem && !proxy.appId) return;
+    const n = ++asked;
     try {
       const r = await backend.register({
         Name: hostname(),
         Version: PROXY_VERSION,
         Address: proxy.config.proxy.name || proxy.learnedName || '',
       });
+      if (n < applied) return;
+      applied = n;
       tlsManager?.setVirtualHosts(r.VirtualHosts);
-      log.info({ app: r.AppID, agent: r.RemoteAgentID }, 'registered with the service');
+      // A failed registration keeps what was learned before (else the defaults: fail closed).
+      learned = learnFrom(r, log);
+      proxy.setLearned(learned);
+      log.info(
+        {
+          app: r.AppID,
+          agent: r.RemoteAgentID,
+          mode: defaultMode(proxy.config, learned),
+          hosts: learned.hosts.size,
+        },
+        'registered with the service',
+      );
     } catch (e) {
       if (e instanceof BackendError && e.proxyRejected) {
         proxy.tokenProblem = `the service refused auth.token (${e.message})`;
@@ -130,10 +154,13 @@ export async function startProxy(config: ProxyConfig, opts: StartProxyOptions): 
   };
   if (opts.register !== false) {
     await register();
-    heartbeat = setInterval(() => void register(), HEARTBEAT_MS);
+    heartbeat = setInterval(() => void register(), opts.heartbeatMs ?? HEARTBEAT_MS);
     heartbeat.unref();
   }
-  log.info({ url, mode: config.proxy.auth, upstream: config.proxy.upstream }, 'gatehouse proxy listening');
+  log.info(
+    { url, mode: defaultMode(config, learned), upstream: config.proxy.upstream },
+    'gatehouse proxy listening',
+  );
 
   return {
     proxy,
@@ -176,6 +203,8 @@ export async function startProxy(config: ProxyConfig, opts: StartProxyOptions): 
         ),
       } as ProxyConfig);
       log.info({ prefixes: next.prefixes.length }, 'settings reloaded');
+      // Ask the service again too: a changed ProxyAuth or VirtualHost applies at once.
+      if (opts.register !== false && !closed) void register();
       return undefined;
     },
     async close() {

@@ -15,6 +15,7 @@ import {
   stripOwnCookies,
 } from './cookie.js';
 import { ApiKeyCache, presentedCredential } from './credentials.js';
+import { HostRoutes, type Learned } from './hosts.js';
 import { BACKCHANNEL, PROXY_PATHS, PROXY_TOKEN_PATTERN, type WireIdentity } from './protocol.js';
 import {
   type Exchange,
@@ -111,9 +112,14 @@ export class AccessProxy {
   /** The first request's host, when proxy.name is unset. */
   learnedName: string | undefined;
   onFirstHost: ((host: string) => void) | undefined;
+  /** What the last successful registration said (App.ProxyAuth, VirtualHosts); kept through outages. */
+  private learned: Learned | undefined;
+  /** Defaults per Host from `config` and `learned`; rebuilt when either changes, never mutated. */
+  private routes: HostRoutes;
 
   constructor(private readonly opts: ProxyOptions) {
     this.config = opts.config;
+    this.routes = new HostRoutes(opts.config, undefined);
     this.log = opts.logger;
     const m = PROXY_TOKEN_PATTERN.exec(opts.config.auth.token);
     this.appId = m?.[1];
@@ -133,7 +139,14 @@ export class AccessProxy {
   /** Replaces the settings (SIGHUP); requests in flight keep the ones they started with. */
   setConfig(config: ProxyConfig) {
     this.config = config;
+    this.routes = new HostRoutes(config, this.learned);
     this.upstreams.clear();
+  }
+
+  /** Takes what the service said at registration: requests from now on route by it. */
+  setLearned(learned: Learned) {
+    this.learned = learned;
+    this.routes = new HostRoutes(this.config, learned);
   }
 
   get inFlightCount() {
@@ -202,7 +215,7 @@ export class AccessProxy {
     this.learnHost(req);
     const path = requestPath(rawPath);
     if (path.startsWith(PROXY_PATHS.base)) return this.internal(req, res, path, query);
-    const route = routeFor(this.config, path);
+    const route = routeFor(this.config, path, this.routes.defaultsFor(req.headers.host));
     const auth = this.authenticate(req, route.auth);
     if (auth instanceof Promise)
       return auth.then((a) => this.forward(req, res, route.upstream, path, query, a));
@@ -269,7 +282,7 @@ export class AccessProxy {
     const query = q < 0 ? '' : url.slice(q);
     this.learnHost(req);
     if (path.startsWith(PROXY_PATHS.base)) throw new HttpError(404, 'Not Found', 'no websocket here');
-    const route = routeFor(this.config, path);
+    const route = routeFor(this.config, path, this.routes.defaultsFor(req.headers.host));
     const auth = await this.authenticate(req, route.auth);
     if (!auth.ok) {
       rawResponse(

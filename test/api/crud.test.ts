@@ -141,6 +141,26 @@ describe.each(backends())('generic object API on %s', (backend) => {
     expect((await s.req({ method: 'POST', url: '/virtualhosts', payload: {} })).statusCode).toBe(405);
   });
 
+  it('takes a virtual host upstream only as an http(s) URL without credentials; Auth empty by default', async () => {
+    const made = await s.req({ method: 'POST', url: '/virtualhosts/vh2', payload: {} });
+    expect(made.statusCode).toBe(201);
+    const got = (await s.req({ method: 'GET', url: '/virtualhosts/vh2' })).json();
+    expect(got).toMatchObject({ Upstream: '', Auth: '' });
+    for (const Upstream of ['ftp://files.example', 'not a url', 'http://user:pw@app.example:8000']) {
+      const r = await s.req({ method: 'POST', url: '/virtualhosts/vh3', payload: { Upstream } });
+      expect([Upstream, r.statusCode]).toEqual([Upstream, 400]);
+      expect(r.json().Message).toMatch(/^Upstream /);
+    }
+    const bad = await s.req({ method: 'POST', url: '/virtualhosts/vh3', payload: { Auth: 'sometimes' } });
+    expect(bad.statusCode).toBe(400);
+    const ok = await s.req({
+      method: 'POST',
+      url: '/virtualhosts/vh3',
+      payload: { Upstream: 'https://10.0.0.5:8443/app', Auth: 'none' },
+    });
+    expect(ok.statusCode).toBe(201);
+  });
+
   describe('update and delete', () => {
     let id: string;
     let etag: string;

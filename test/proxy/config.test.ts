@@ -122,6 +122,15 @@ describe('proxy settings', () => {
     expect(() => loadProxyConfig({ env: { SVC_PROXY_CERT: '/x.pem' } })).toThrow(/proxy\.cert/);
   });
 
+  it('knows which settings were given (file, env or flag) rather than defaulted', () => {
+    expect(loadProxyConfig({ env: {} }).explicit.has('proxy.auth')).toBe(false);
+    // Given as the default value is still given: it beats the App's ProxyAuth.
+    expect(loadProxyConfig({ env: { SVC_PROXY_AUTH: 'required' } }).explicit.has('proxy.auth')).toBe(true);
+    expect(loadProxyConfig({ env: {}, flags: { auth: 'none' } }).explicit.has('proxy.auth')).toBe(true);
+    const c = loadProxyConfig({ file: file('[proxy]\nauth = optional\n'), env: {} });
+    expect([...c.explicit]).toEqual(['proxy.auth']);
+  });
+
   it('reads prefix overrides in all three forms, flag > env > file', () => {
     const f = file(
       '[prefix./static/]\nauth = none\nupstream = http://files:1\n[prefix./a.b/]\nauth = optional\n[prefix./]\nupstream = http://root:1\n',
@@ -166,5 +175,18 @@ describe('proxy settings', () => {
     expect(routeFor(c, normalizePath('/public/../admin'))).toMatchObject({ auth: 'required' });
     expect(routeFor(c, normalizePath('/public/./x'))).toMatchObject({ auth: 'none' });
     expect(normalizePath('/a//b/../../../c/')).toBe('/c/');
+    // A host's defaults (its VirtualHost) replace proxy.auth/proxy.upstream; prefixes still win.
+    const host = { auth: 'optional', upstream: 'http://vh:1' } as const;
+    expect(routeFor(c, '/a/x', host)).toEqual({ prefix: '/a', auth: 'none', upstream: 'http://vh:1' });
+    expect(routeFor(c, '/a/b/x', host)).toEqual({
+      prefix: '/a/b',
+      auth: 'optional',
+      upstream: 'http://ab:1',
+    });
+    expect(routeFor(c, '/other', host)).toEqual({
+      prefix: undefined,
+      auth: 'optional',
+      upstream: 'http://vh:1',
+    });
   });
 });

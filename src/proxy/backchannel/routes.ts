@@ -14,6 +14,7 @@ import type { StoredObject } from '../../store/objects.js';
 import {
   type AccessCheckRequest,
   BACKCHANNEL,
+  type HostRoute,
   PROXY_PATHS,
   PROXY_TOKEN_PATTERN,
   type RegisterRequest,
@@ -104,20 +105,24 @@ async function appOrigins(ctx: ServiceContext, app: StoredObject): Promise<Set<s
   };
   if (app.doc.URL) add(String(app.doc.URL));
   for (const o of (app.doc.AllowedOrigins as string[] | undefined) ?? []) add(o);
-  for (const name of await appHosts(ctx, app.id)) add(`https://${name}`);
+  for (const host of await appHosts(ctx, app.id)) add(`https://${host.Name}`);
   return out;
 }
 
-async function appHosts(ctx: ServiceContext, appId: string): Promise<string[]> {
+/** The App's VirtualHosts: their names and what the proxy routes by (Upstream, Auth). */
+async function appHosts(ctx: ServiceContext, appId: string): Promise<HostRoute[]> {
   const page = await ctx.store.list(
     VirtualHost,
     parseListQuery(VirtualHost, { filter: `AppID = ${JSON.stringify(appId)}` }),
   );
-  const names: string[] = [];
+  const hosts: HostRoute[] = [];
   for await (const chunk of page.chunks)
-    for (const line of chunk.split('\n'))
-      if (line) names.push(String((JSON.parse(line) as { ID: string }).ID));
-  return names;
+    for (const line of chunk.split('\n')) {
+      if (!line) continue;
+      const { ID, Item } = JSON.parse(line) as { ID: string; Item: { Upstream?: unknown; Auth?: unknown } };
+      hosts.push({ Name: String(ID), Upstream: String(Item.Upstream ?? ''), Auth: String(Item.Auth ?? '') });
+    }
+  return hosts;
 }
 
 const REMOTE_AGENT_ID = (appId: string, name: string) =>
@@ -168,11 +173,14 @@ export function registerProxyBackchannel(app: FastifyInstance, ctx: ServiceConte
         LastSeen: normalizeTimestamp(new Date().toISOString()),
       },
     }));
+    const hosts = await appHosts(ctx, a.id);
     const out: RegisterResponse = {
       AppID: a.id,
       AppName: String(a.doc.Name ?? ''),
       RemoteAgentID: agentId,
-      VirtualHosts: await appHosts(ctx, a.id),
+      VirtualHosts: hosts.map((h) => h.Name),
+      ProxyAuth: String(a.doc.ProxyAuth ?? ''),
+      Hosts: hosts,
     };
     return out;
   });
