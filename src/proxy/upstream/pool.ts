@@ -168,8 +168,9 @@ class Connection {
   reused = false;
   /** The current response has ended (set inside the parser, acted on after it returns). */
   completed = false;
-  /** The server must not get another request: extra bytes, or its Keep-Alive hint ran out. */
+  /** When it last became idle; idle connections are closed after the pool's keep-alive time. */
   idleSince = 0;
+  /** Not to be reused from then on: the server's Keep-Alive hint, less a second in hand. */
   expiresAt = Number.POSITIVE_INFINITY;
 
   constructor(
@@ -329,9 +330,11 @@ export class UpstreamPool {
       conn.exchange = undefined;
       if (ex && !ex.finished) {
         ex.conn = undefined;
-        // A kept-alive connection the server closed just as we reused it: nothing of the request
-        // was processed, so one bodiless, retryable request may go again on a new connection.
+        // A kept-alive connection closed as we reused it, before any byte of an answer: most
+        // likely the server's idle timeout. An idempotent bodiless request (RFC 9110 9.2.2) may
+        // go again once, on a new connection.
         if (
+          !this.closed &&
           conn.reused &&
           !ex.retried &&
           conn.parser.idle &&
