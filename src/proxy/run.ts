@@ -18,6 +18,8 @@ export const PROXY_VERSION = '0.1.0';
  * VirtualHosts again: changes made at the service apply within this time (at once on SIGHUP).
  */
 export const HEARTBEAT_MS = 5 * 60_000;
+/** Until the first registration succeeds, it is tried again this often (not only per heartbeat). */
+const FIRST_REGISTRATION_RETRY_MS = 15_000;
 
 export interface RunningProxy {
   proxy: AccessProxy;
@@ -43,6 +45,8 @@ export interface StartProxyOptions {
   register?: boolean;
   /** For tests: how often to register again (default HEARTBEAT_MS). */
   heartbeatMs?: number;
+  /** For tests: how soon to retry a failed first registration (default 15 s). */
+  firstRetryMs?: number;
 }
 
 /** Settings that only take effect at start; a reload that changes them logs that a restart is needed. */
@@ -118,6 +122,7 @@ export async function startProxy(config: ProxyConfig, opts: StartProxyOptions): 
   let asked = 0;
   let applied = 0;
   let learned: Learned | undefined;
+  let retry: NodeJS.Timeout | undefined;
   const register = async () => {
     if (proxy.tokenProblem && !proxy.appId) return;
     const n = ++asked;
@@ -150,6 +155,15 @@ export async function startProxy(config: ProxyConfig, opts: StartProxyOptions): 
           'the service refused auth.token: the proxy cannot authenticate users',
         );
       } else log.warn({ err: String(e) }, 'could not register with the service; will retry');
+      // Until the service has answered once, VirtualHost routes and App.ProxyAuth are unknown
+      // (requests get the fail-closed defaults): ask again soon rather than at the next heartbeat.
+      if (learned === undefined && !closed && !retry && !proxy.tokenProblem) {
+        retry = setTimeout(() => {
+          retry = undefined;
+          void register();
+        }, opts.firstRetryMs ?? FIRST_REGISTRATION_RETRY_MS);
+        retry.unref();
+      }
     }
   };
   if (opts.register !== false) {
@@ -211,6 +225,7 @@ export async function startProxy(config: ProxyConfig, opts: StartProxyOptions): 
       if (closed) return;
       closed = true;
       if (heartbeat) clearInterval(heartbeat);
+      if (retry) clearTimeout(retry);
       server.closeIdleConnections?.();
       await Promise.all([close(server), redirect ? close(redirect) : undefined]);
       await proxy.close();

@@ -354,6 +354,14 @@ describe.each(backends())('VirtualHost routing against the service on %s', (back
       expect((await hostGet(q.url, '/x', 'open.test')).status).toBe(200);
       down = false;
 
+      // A first registration that fails is retried soon, not only at the next heartbeat.
+      down = true;
+      const late = await w.proxy({}, { backend, firstRetryMs: 50 });
+      expect((await hostGet(late.url, '/x', 'open.test')).status).toBe(401);
+      down = false;
+      await new Promise((r) => setTimeout(r, 300));
+      expect((await hostGet(late.url, '/x', 'open.test')).status).toBe(200);
+
       // A proxy that never reached the service: no VirtualHost, default mode required.
       await putObject(`/apps/${w.appId}`, { ProxyAuth: 'none' });
       const never = await w.proxy({ env: { SVC_AUTH_SERVER: 'http://127.0.0.1:1' } });

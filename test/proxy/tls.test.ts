@@ -247,6 +247,13 @@ describe('proxy TLS', () => {
         payload: { AppID: w.appId, Upstream: w.echo.url },
       });
       expect(vh.statusCode).toBe(201);
+      // A VirtualHost that does not want ACME gets no certificate.
+      const manual = await w.s.req({
+        method: 'POST',
+        url: '/virtualhosts/manual.test',
+        payload: { AppID: w.appId, ACME: false },
+      });
+      expect(manual.statusCode).toBe(201);
       const p: RunningProxy = await w.proxy({
         env: {
           SVC_PROXY_TLS: 'true',
@@ -272,6 +279,7 @@ describe('proxy TLS', () => {
       const vhr = await httpsGet(p.port, 'vh.test', '/open/z', { ca: root });
       expect(vhr.cert.subjectaltname).toContain('DNS:vh.test');
       await expect(httpsGet(p.port, 'evil.test', '/open/x')).rejects.toThrow();
+      await expect(httpsGet(p.port, 'manual.test', '/open/x')).rejects.toThrow();
       // Stored for the next start, key readable by the owner only.
       const stored = new X509Certificate(readFileSync(join(dir, 'acme', 'proxy.test.crt')));
       expect(stored.subjectAltName).toContain('proxy.test');

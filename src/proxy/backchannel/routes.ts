@@ -109,18 +109,26 @@ async function appOrigins(ctx: ServiceContext, app: StoredObject): Promise<Set<s
   return out;
 }
 
-/** The App's VirtualHosts: their names and what the proxy routes by (Upstream, Auth). */
-async function appHosts(ctx: ServiceContext, appId: string): Promise<HostRoute[]> {
+/** The App's VirtualHosts: their names, what the proxy routes by (Upstream, Auth), ACME. */
+async function appHosts(ctx: ServiceContext, appId: string): Promise<(HostRoute & { ACME: boolean })[]> {
   const page = await ctx.store.list(
     VirtualHost,
     parseListQuery(VirtualHost, { filter: `AppID = ${JSON.stringify(appId)}` }),
   );
-  const hosts: HostRoute[] = [];
+  const hosts: (HostRoute & { ACME: boolean })[] = [];
   for await (const chunk of page.chunks)
     for (const line of chunk.split('\n')) {
       if (!line) continue;
-      const { ID, Item } = JSON.parse(line) as { ID: string; Item: { Upstream?: unknown; Auth?: unknown } };
-      hosts.push({ Name: String(ID), Upstream: String(Item.Upstream ?? ''), Auth: String(Item.Auth ?? '') });
+      const { ID, Item } = JSON.parse(line) as {
+        ID: string;
+        Item: { Upstream?: unknown; Auth?: unknown; ACME?: unknown };
+      };
+      hosts.push({
+        Name: String(ID),
+        Upstream: String(Item.Upstream ?? ''),
+        Auth: String(Item.Auth ?? ''),
+        ACME: Item.ACME !== false,
+      });
     }
   return hosts;
 }
@@ -178,9 +186,10 @@ export function registerProxyBackchannel(app: FastifyInstance, ctx: ServiceConte
       AppID: a.id,
       AppName: String(a.doc.Name ?? ''),
       RemoteAgentID: agentId,
-      VirtualHosts: hosts.map((h) => h.Name),
+      // Certificates only for the names that want one from ACME.
+      VirtualHosts: hosts.filter((h) => h.ACME).map((h) => h.Name),
       ProxyAuth: String(a.doc.ProxyAuth ?? ''),
-      Hosts: hosts,
+      Hosts: hosts.map(({ Name, Upstream, Auth }) => ({ Name, Upstream, Auth })),
     };
     return out;
   });
