@@ -16,9 +16,10 @@ export function checkHttpUrl(v: string): void {
   } catch {
     throw new Error(`expected an http:// or https:// URL, got ${JSON.stringify(v)}`);
   }
+  // Checked first, and the value not quoted: an error message must not print a password.
+  if (u.username || u.password) throw new Error('must not carry a user name or password');
   if (u.protocol !== 'http:' && u.protocol !== 'https:')
     throw new Error(`expected an http:// or https:// URL, got ${JSON.stringify(v)}`);
-  if (u.username || u.password) throw new Error('must not carry a user name or password');
 }
 
 const optionalUrl = (v: string) => {

@@ -105,6 +105,15 @@ describe('proxy settings', () => {
       /proxy\.auth.*SVC_PROXY_AUTH/,
     );
     expect(() => loadProxyConfig({ env: {}, flags: { upstream: 'ftp://x' } })).toThrow(/proxy\.upstream/);
+    // A URL with credentials is refused without printing them.
+    let message = '';
+    try {
+      loadProxyConfig({ env: { SVC_PROXY_UPSTREAM: 'ftp://ops:hunter2@app:8000' } });
+    } catch (e) {
+      message = (e as Error).message;
+    }
+    expect(message).toMatch(/proxy\.upstream.*user name or password/);
+    expect(message).not.toContain('hunter2');
     expect(() => loadProxyConfig({ file: file('[proxy]\nlisten = nope\n'), env: {} })).toThrow(
       /proxy\.listen/,
     );
