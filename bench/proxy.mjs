@@ -184,6 +184,13 @@ async function api(service, method, path, body, headers = {}) {
   return { r, json: text ? JSON.parse(text) : undefined };
 }
 
+/** The `exp` claim (seconds) of a JWT, read without verifying it. */
+function jwtExpiry(jwt) {
+  const payload = JSON.parse(Buffer.from(jwt.split('.')[1] ?? '', 'base64url').toString('utf8'));
+  if (typeof payload.exp !== 'number') throw new Error('the proxy cookie has no exp claim');
+  return payload.exp;
+}
+
 /** The browser handshake: service session (e-mail + password), proxy redirect, code, cookie. */
 async function cookieSession(service, proxyUrl, email, password) {
   const cookies = (r) => r.headers.getSetCookie().map((c) => c.split(';')[0]);
@@ -385,8 +392,22 @@ async function main() {
     });
     roles.proxy = () => [proxy.pid];
     if (has('proxy-cookie')) {
-      const cookie = await cookieSession(svc, proxyUrl, email, password);
-      targetUrls['proxy-cookie'] = { url: `${proxyUrl}/`, headers: { cookie } };
+      // The proxy's cookie is a signed proof valid for 5 minutes (COOKIE_TTL_S). A browser takes
+      // the renewed cookie the proxy sends once it has expired; wrk does not, and would keep sending
+      // the expired one, which the proxy then re-verifies, re-validates and re-signs on every
+      // request (hundreds of µs each). So before each run, a cookie that would expire during it is
+      // replaced by a new one from the same handshake.
+      const target = { url: `${proxyUrl}/`, headers: {}, cookieRenewals: 0 };
+      let expires = 0;
+      target.prepare = async (seconds) => {
+        if (expires - Date.now() / 1000 > seconds + 10) return;
+        const cookie = await cookieSession(svc, proxyUrl, email, password);
+        target.headers.cookie = cookie;
+        expires = jwtExpiry(cookie.slice(cookie.indexOf('=') + 1));
+        target.cookieRenewals++;
+      };
+      await target.prepare(0);
+      targetUrls['proxy-cookie'] = target;
     }
     targetUrls['proxy-apikey'] = { url: `${proxyUrl}/`, headers: { authorization: `Bearer ${key}` } };
     targetUrls['proxy-anon'] = { url: `${proxyUrl}/open/`, headers: {} };
@@ -470,6 +491,7 @@ http.createServer((req, res) => {
 
   const load = async (t, conns, seconds) => {
     const threads = conns >= connections ? 2 : 1;
+    await t.prepare?.(seconds);
     const before = cpuSnapshot(roles);
     const r = await runLoad({
       tool,
@@ -549,6 +571,7 @@ http.createServer((req, res) => {
         service: perReq(roles.service ? 'service' : undefined),
         loadgen: perReq('loadgen'),
       },
+      cookieRenewals: t.cookieRenewals,
       errors: [...high, ...mod].reduce((s, x) => s + x.errors, 0),
       non2xx: [...high, ...mod].reduce((s, x) => s + x.non2xx, 0),
     };
@@ -695,7 +718,11 @@ http.createServer((req, res) => {
   const paragraphs = [
     `## Proxy benchmark (${summary.date})`,
     `Machine: ${machine.nproc} CPUs (${machine.cpuModel}), ${machine.memTotalGiB} GiB, ${machine.os}, Node ${machine.node}; load ${machine.loadAvg.join(' ')} at start, ${after.loadAvg.join(' ')} at the end.\nLoad tool: ${summary.tool}; ${runs}; ${summary.nginx ?? 'no nginx'}; everything on this one machine.`,
-    `${reading} CPU µs/req: user + system CPU time of a process during a ${connections}-connection run ÷ the requests served (clock ${CLOCK_TICKS} ticks/s); the forwarder is nginx (master + ${workers} worker${workers > 1 ? 's' : ''}), the node-floor process or the gatehouse proxy process. "Forwarder ÷ upstream CPU" divides the forwarder's CPU per request by the upstream's in the same run: the CPU cost of every process drifts by tens of percent with the machine, together, so this ratio is the steadiest figure here.`,
+    `${reading} CPU µs/req: user + system CPU time of a process during a ${connections}-connection run ÷ the requests served (clock ${CLOCK_TICKS} ticks/s); the forwarder is nginx (master + ${workers} worker${workers > 1 ? 's' : ''}), the node-floor process or the gatehouse proxy process. "Forwarder ÷ upstream CPU" divides the forwarder's CPU per request by the upstream's in the same run: the CPU cost of every process drifts by tens of percent with the machine, together, so this ratio is the steadiest figure here.${
+      results['proxy-cookie']
+        ? ` proxy-cookie: the proxy's signed cookie lasts 5 minutes and wrk ignores renewals, so a new one is obtained through the sign-in handshake before any run it would not outlast (cookies obtained: ${results['proxy-cookie'].cookieRenewals}).`
+        : ''
+    }`,
     `During the ${connections}-connection runs (medians) the machine was ${fmt(d.busyPct)} % busy (share of all ${machine.nproc} CPUs): ${fmt(d.ownPct)} % the processes above and ${loadgenName}, ${fmt(d.stealPct)} % stolen by the hypervisor, ${fmt(d.otherPct === undefined ? undefined : Math.max(0, d.otherPct))} % everything else (other tasks on the machine, kernel work outside these processes); CPU pressure (share of the time some task waited for a CPU) ${fmt(d.cpuPressurePct)} %.`,
     table,
     [
