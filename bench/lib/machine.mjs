@@ -36,9 +36,14 @@ export function machineInfo() {
 /**
  * Linux pressure stall information for CPU: the share of the last 10 s / 60 s in which some
  * runnable task waited for a CPU (percent). Near 0 on a quiet machine; a benchmark taken while
- * it is high measured a server that had to queue for the CPU.
+ * it is high measured a server that had to queue for the CPU. `totalUs` is the cumulative stall
+ * time in microseconds: its difference over an interval, divided by the interval, is the share for
+ * exactly that interval.
  */
 export function cpuPressure() {
-  const m = /^some avg10=([\d.]+) avg60=([\d.]+)/m.exec(tryRead('/proc/pressure/cpu'));
-  return m ? { avg10: Number(m[1]), avg60: Number(m[2]) } : undefined;
+  const m = /^some avg10=([\d.]+) avg60=([\d.]+)(?: avg300=[\d.]+ total=(\d+))?/m.exec(
+    tryRead('/proc/pressure/cpu'),
+  );
+  if (!m) return undefined;
+  return { avg10: Number(m[1]), avg60: Number(m[2]), totalUs: m[3] === undefined ? undefined : Number(m[3]) };
 }

@@ -1,5 +1,6 @@
 // Reading a process's memory and CPU time from /proc (Linux), for benchmarks of a server we started.
-import { readFileSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 
 /** A field of /proc/<pid>/status in KiB (VmRSS, VmHWM, …), or undefined when unreadable. */
 export function statusKiB(pid, field) {
@@ -29,18 +30,80 @@ export function resetPeakRss(pid) {
   }
 }
 
-const CLOCK_TICKS = 100; // USER_HZ on Linux
+/** Clock ticks per second of the times in /proc/<pid>/stat and /proc/stat (USER_HZ, usually 100). */
+export const CLOCK_TICKS = (() => {
+  try {
+    const v = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim());
+    return Number.isInteger(v) && v > 0 ? v : 100;
+  } catch {
+    return 100;
+  }
+})();
 
-/** User + system CPU seconds the process has used so far. */
-export function cpuSeconds(pid) {
+/** The fields of /proc/<pid>/stat after the command name (which is in parentheses and may hold spaces). */
+function statFields(pid) {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    // Fields after the command name (which is in parentheses and may contain spaces).
-    const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return (Number(rest[11]) + Number(rest[12])) / CLOCK_TICKS; // utime, stime
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   } catch {
     return undefined;
   }
+}
+
+/**
+ * User + system CPU time the process (all its threads, also ended ones) has used so far, in clock
+ * ticks (CLOCK_TICKS a second), or undefined when it is gone.
+ */
+export function cpuTicks(pid) {
+  const f = statFields(pid);
+  return f ? Number(f[11]) + Number(f[12]) : undefined; // utime, stime
+}
+
+/** User + system CPU seconds the process has used so far. */
+export function cpuSeconds(pid) {
+  const t = cpuTicks(pid);
+  return t === undefined ? undefined : t / CLOCK_TICKS;
+}
+
+/**
+ * CPU ticks of this process's children that have ended and been waited for (cutime + cstime of
+ * /proc/self/stat): the difference around one run of a load generator we spawned is its CPU time.
+ */
+export function endedChildrenCpuTicks() {
+  const f = statFields('self');
+  return f ? Number(f[13]) + Number(f[14]) : undefined;
+}
+
+/**
+ * The process IDs of a process's children: from /proc/<pid>/task/<tid>/children where the kernel
+ * has it (CONFIG_PROC_CHILDREN), else by the parent PID of every process in /proc.
+ */
+export function childPids(pid) {
+  const found = new Set();
+  let listed = false;
+  try {
+    for (const tid of readdirSync(`/proc/${pid}/task`)) {
+      const text = readFileSync(`/proc/${pid}/task/${tid}/children`, 'utf8');
+      listed = true;
+      for (const c of text.trim().split(/\s+/)) if (c) found.add(Number(c));
+    }
+  } catch {
+    listed = false;
+  }
+  if (listed) return [...found];
+  found.clear();
+  let entries = [];
+  try {
+    entries = readdirSync('/proc');
+  } catch {
+    return [];
+  }
+  for (const e of entries) {
+    if (!/^\d+$/.test(e)) continue;
+    const f = statFields(e);
+    if (f && Number(f[1]) === pid) found.add(Number(e)); // ppid
+  }
+  return [...found];
 }
 
 /**
@@ -80,14 +143,19 @@ export function sampleRss(pid, intervalMs = 5) {
   };
 }
 
-/** Busy and total CPU time of the whole machine (all cores) so far, in clock ticks, from /proc/stat. */
+/**
+ * Busy and total CPU time of the whole machine (all cores) so far, in clock ticks, from /proc/stat;
+ * parts of busy: `softirq` (e.g. loopback network processing, not charged to any process) and
+ * `steal` (the hypervisor ran someone else on our virtual CPUs).
+ */
 export function machineCpuTicks() {
   try {
     const line = readFileSync('/proc/stat', 'utf8').split('\n')[0];
-    const v = line.trim().split(/\s+/).slice(1).map(Number);
+    // user nice system idle iowait irq softirq steal guest guest_nice; guest time is also in user.
+    const v = line.trim().split(/\s+/).slice(1, 9).map(Number);
     const idle = (v[3] ?? 0) + (v[4] ?? 0); // idle + iowait
     const total = v.reduce((a, b) => a + b, 0);
-    return { busy: total - idle, total };
+    return { busy: total - idle, total, softirq: v[6] ?? 0, steal: v[7] ?? 0 };
   } catch {
     return undefined;
   }
