@@ -62,7 +62,8 @@ export class CookieSigner {
     this.publicKey = createPublicKey(privateKey);
   }
 
-  async sign(identity: WireIdentity): Promise<string> {
+  /** A signed proof for `identity` and when it expires (ms). */
+  async sign(identity: WireIdentity): Promise<{ token: string; exp: number }> {
     const claims: Record<string, unknown> = {
       sid: identity.SessionID,
       email: identity.Email,
@@ -73,7 +74,7 @@ export class CookieSigner {
     const now = Math.floor(Date.now() / 1000);
     let exp = now + this.ttlS;
     if (typeof claims.sexp === 'number') exp = Math.min(exp, claims.sexp);
-    return new SignJWT(claims)
+    const token = await new SignJWT(claims)
       .setProtectedHeader({ alg: 'ES256' })
       .setIssuer(ISSUER)
       .setAudience(this.audience)
@@ -81,6 +82,7 @@ export class CookieSigner {
       .setIssuedAt(now)
       .setExpirationTime(exp)
       .sign(this.privateKey);
+    return { token, exp: exp * 1000 };
   }
 
   /** The proof of a cookie verified before and not yet expired, without any other work. */
@@ -176,4 +178,47 @@ export function cookieHeader(
   if (opts.secure) c += '; Secure';
   if (opts.domain) c += `; Domain=${opts.domain}`;
   return c;
+}
+
+/** A renewed proof: who, until when, and the Set-Cookie header that carries it. */
+export interface Renewal {
+  identity: WireIdentity;
+  exp: number;
+  setCookie: string;
+}
+
+/**
+ * Renewals by the expired cookie they replace. Requests already on their way, or a client that
+ * ignores Set-Cookie, keep sending the expired cookie: they get the same renewal from memory
+ * (until the new proof expires, so an ended session still stops within one proof lifetime)
+ * instead of a service call and a signature each. Concurrent renewals of one cookie share one call.
+ */
+export class RenewalCache {
+  private readonly done = new Map<string, Renewal>();
+  private readonly pending = new Map<string, Promise<Renewal>>();
+
+  get(expired: string): Renewal | undefined {
+    const r = this.done.get(expired);
+    return r && r.exp > Date.now() ? r : undefined;
+  }
+
+  renew(expired: string, make: () => Promise<Renewal>): Promise<Renewal> {
+    const hit = this.get(expired);
+    if (hit) return Promise.resolve(hit);
+    let p = this.pending.get(expired);
+    if (!p) {
+      p = make()
+        .then((r) => {
+          if (this.done.size >= MAX_CACHED) {
+            const oldest = this.done.keys().next().value;
+            if (oldest !== undefined) this.done.delete(oldest);
+          }
+          this.done.set(expired, r);
+          return r;
+        })
+        .finally(() => this.pending.delete(expired));
+      this.pending.set(expired, p);
+    }
+    return p;
+  }
 }

@@ -10,6 +10,7 @@ import {
   COOKIE_NAME,
   CookieSigner,
   cookieHeader,
+  RenewalCache,
   readCookie,
   STATE_COOKIE,
   stripOwnCookies,
@@ -103,6 +104,8 @@ export class AccessProxy {
   readonly appId: string | undefined;
   readonly keys: ApiKeyCache;
   readonly signer: CookieSigner;
+  /** Renewed session proofs by the expired cookie they replace. */
+  private readonly renewals = new RenewalCache();
   private readonly pool: UpstreamPool;
   private readonly inflight = new Map<string, InFlight>();
   private readonly upstreams = new Map<string, { target: UpstreamTarget; base: string }>();
@@ -346,6 +349,12 @@ export class AccessProxy {
     if (cookie) {
       const proof = this.signer.cached(cookie);
       if (proof) return { ok: true, who: { identity: proof.identity, authType: 'session' } };
+      const renewed = this.renewals.get(cookie);
+      if (renewed)
+        return {
+          ok: true,
+          who: { identity: renewed.identity, authType: 'session', setCookie: renewed.setCookie },
+        };
     }
     return this.authenticateSlow(req, mode, cookie);
   }
@@ -379,12 +388,12 @@ export class AccessProxy {
       if (v.expired) {
         if (this.tokenProblem) return this.unavailable();
         try {
-          const identity = await this.opts.backend.session(v.sessionId);
-          const signed = await this.signer.sign(identity);
-          return {
-            ok: true,
-            who: { identity, authType: 'session', setCookie: this.sessionCookie(signed, identity) },
-          };
+          const r = await this.renewals.renew(cookie, async () => {
+            const identity = await this.opts.backend.session(v.sessionId);
+            const signed = await this.signer.sign(identity);
+            return { identity, exp: signed.exp, setCookie: this.sessionCookie(signed.token, identity) };
+          });
+          return { ok: true, who: { identity: r.identity, authType: 'session', setCookie: r.setCookie } };
         } catch (e) {
           if (!(e instanceof BackendError && e.refused)) return this.backendDown(e);
         }
@@ -548,7 +557,7 @@ export class AccessProxy {
       const out = this.backendDown(e) as Extract<AuthOutcome, { ok: false }>;
       throw new HttpError(out.status, out.code, out.message);
     }
-    const signed = await this.signer.sign(identity);
+    const signed = (await this.signer.sign(identity)).token;
     res.writeHead(302, {
       location: back,
       'cache-control': 'no-store',

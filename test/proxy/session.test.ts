@@ -3,6 +3,7 @@ import { jwtVerify } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { App } from '../../src/objects/app.js';
 import { TENANT_ID, Tenant } from '../../src/objects/tenant.js';
+import { type AuthBackend, HttpAuthBackend } from '../../src/proxy/backend.js';
 import type { RunningProxy } from '../../src/proxy/run.js';
 import { makeUser, signedIn } from '../auth/client.js';
 import { backends } from '../helpers.js';
@@ -185,6 +186,59 @@ describe.each(backends())('proxy sessions and access checks on %s', (backend) =>
     await new Promise((r) => setTimeout(r, 2100));
     const ended = await jar.get(`${p.url}/r`, { accept: 'application/json' });
     expect(ended.res.status).toBe(401);
+  });
+
+  it('renews an expired proof once: requests still sending the old cookie reuse that renewal', async () => {
+    const real = new HttpAuthBackend(w.serviceUrl, w.token);
+    let checks = 0;
+    const backend: AuthBackend = {
+      publicUrl: real.publicUrl,
+      register: (r) => real.register(r),
+      apiKey: (k) => real.apiKey(k),
+      exchangeCode: (c) => real.exchangeCode(c),
+      session: (sid) => {
+        checks++;
+        return real.session(sid);
+      },
+      accessCheck: (r) => real.accessCheck(r),
+      close: () => real.close(),
+    };
+    try {
+      const q = await w.proxy({ env: { SVC_PROXY_COOKIEDOMAIN: '' } }, { backend, cookieTtlS: 1 });
+      await w.s.store.systemPut(App, w.appId, (doc) => ({
+        doc: { ...(doc ?? {}), AllowedOrigins: [p.url, q.url] },
+      }));
+      const b = await signedIn(w.s, 'grace@example.com', PASSWORD);
+      const jar = new Jar();
+      jar.set(w.serviceUrl, 'gatehouse_session', b.session as string);
+      const first = await jar.get(`${q.url}/r`);
+      await jar.get((await jar.get(first.location)).location);
+      const old = jar.byOrigin.get(q.url)?.get('gatehouse_proxy') as string;
+      expect(old).toBeTruthy();
+      await new Promise((r) => setTimeout(r, 1100));
+      // A client that never takes the new cookie: parallel, then sequential requests.
+      const send = () =>
+        fetch(`${q.url}/r`, { headers: { cookie: `gatehouse_proxy=${old}`, accept: 'application/json' } });
+      const parallel = await Promise.all([send(), send(), send(), send()]);
+      const sequential = [await send(), await send()];
+      const all = [...parallel, ...sequential];
+      expect(all.map((r) => r.status)).toEqual([200, 200, 200, 200, 200, 200]);
+      const renewed = new Set(
+        all.map((r) => r.headers.getSetCookie().find((c) => c.startsWith('gatehouse_proxy='))),
+      );
+      expect(renewed.size).toBe(1);
+      expect([...renewed][0]).not.toContain(old);
+      expect(checks).toBe(1);
+      // Once that renewal expires, the old cookie is checked again: after sign-out, refused.
+      expect((await b.post('/auth/signout')).statusCode).toBeLessThan(300);
+      await new Promise((r) => setTimeout(r, 1100));
+      expect((await send()).status).toBe(401);
+      expect(checks).toBe(2);
+    } finally {
+      await w.s.store.systemPut(App, w.appId, (doc) => ({
+        doc: { ...(doc ?? {}), AllowedOrigins: [p.url] },
+      }));
+    }
   });
 
   it('answers access checks with the real group memberships, marking used ones', async () => {
