@@ -38,7 +38,8 @@ each target:
 
   direct        GET / on the upstream itself
   nginx         nginx -> upstream
-  node-floor    a bare Node.js forwarder (undici, no authentication): the Node.js ceiling here
+  node-floor    a bare Node.js forwarder on undici, no authentication (what a forwarder built on
+                undici costs; the proxy has its own upstream client, docs/decisions.md)
   proxy-apikey  gatehouse proxy (Authorization: Bearer <user key>) -> upstream
   proxy-cookie  gatehouse proxy (signed session cookie from the real sign-in handshake) -> upstream
   proxy-anon    gatehouse proxy, GET /open/ (auth mode none): its forwarding cost alone
@@ -456,8 +457,8 @@ http {
     targetUrls.nginx = { url: `http://127.0.0.1:${nginxPort}/`, headers: {} };
   }
 
-  // 5. For reference: the least a Node.js forwarder does (undici dispatch, no authentication, no
-  // header work), i.e. the ceiling for any proxy written in Node.js on this machine.
+  // 5. For reference: the least a forwarder built on undici does (dispatch, no authentication, no
+  // header work): what the proxy cost before it got its own upstream client.
   if (has('node-floor')) {
     const barePort = await freePort();
     const floor = startChild(process.execPath, [
