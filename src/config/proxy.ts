@@ -10,6 +10,8 @@ export const DEFAULT_ACME_SERVER = 'https://acme-v02.api.letsencrypt.org/directo
 
 /** proxy.upstream and the like: an http(s) URL without a user name or password; throws otherwise. */
 export function checkHttpUrl(v: string): void {
+  // The URL parser drops tabs and newlines silently; the raw text may end up in a header.
+  if (/[\x00-\x20\x7f]/.test(v)) throw new Error('must not contain spaces or control characters');
   let u: URL;
   try {
     u = new URL(v);

@@ -114,6 +114,10 @@ describe('proxy settings', () => {
     }
     expect(message).toMatch(/proxy\.upstream.*user name or password/);
     expect(message).not.toContain('hunter2');
+    // The URL parser would drop these silently; the raw value goes into X-Service-Access-Check.
+    expect(() =>
+      loadProxyConfig({ env: { SVC_PROXY_PRIVATEADDRESS: 'http://10.0.0.1\r\nX-Service-User: admin' } }),
+    ).toThrow(/proxy\.privateaddress.*control characters/);
     expect(() => loadProxyConfig({ file: file('[proxy]\nlisten = nope\n'), env: {} })).toThrow(
       /proxy\.listen/,
     );

@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import pino from 'pino';
 import { WebSocketServer } from 'ws';
 import { loadProxyConfig, type ProxyConfigSources } from '../../src/config/proxy.js';
+import { type AuthBackend, HttpAuthBackend } from '../../src/proxy/backend.js';
 import { type RunningProxy, type StartProxyOptions, startProxy } from '../../src/proxy/run.js';
 import { type Backend, startTestService, type TestService } from '../helpers.js';
 
@@ -163,3 +164,21 @@ export async function startWorld(backend: Backend): Promise<World> {
 
 export const basic = (user: string, pass: string) =>
   `Basic ${Buffer.from(`${user}:${pass}`).toString('base64')}`;
+
+/** The real back channel to the world's service with some calls replaced (to count or fail them). */
+export function serviceBackend(
+  w: Pick<World, 'serviceUrl' | 'token'>,
+  replace: (real: AuthBackend) => Partial<AuthBackend>,
+): AuthBackend {
+  const real = new HttpAuthBackend(w.serviceUrl, w.token);
+  return {
+    publicUrl: real.publicUrl,
+    register: (r) => real.register(r),
+    apiKey: (k) => real.apiKey(k),
+    exchangeCode: (c) => real.exchangeCode(c),
+    session: (s) => real.session(s),
+    accessCheck: (r) => real.accessCheck(r),
+    close: () => real.close(),
+    ...replace(real),
+  };
+}

@@ -6,12 +6,11 @@ import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { loadProxyConfig } from '../../src/config/proxy.js';
-import { type AuthBackend, HttpAuthBackend } from '../../src/proxy/backend.js';
 import { HostRoutes, hostName, learnFrom } from '../../src/proxy/hosts.js';
 import type { RegisterResponse } from '../../src/proxy/protocol.js';
 import type { RunningProxy } from '../../src/proxy/run.js';
 import { backends } from '../helpers.js';
-import { type Echo, startEcho, startWorld, type World } from './harness.js';
+import { type Echo, serviceBackend, startEcho, startWorld, type World } from './harness.js';
 
 /** A GET to the proxy with a Host header of our choosing (fetch cannot set Host). */
 function hostGet(
@@ -328,17 +327,10 @@ describe.each(backends())('VirtualHost routing against the service on %s', (back
   });
 
   it('keeps what it learned while the service cannot be asked; knows nothing (required) before', async () => {
-    const real = new HttpAuthBackend(w.serviceUrl, w.token);
     let down = false;
-    const backend: AuthBackend = {
-      publicUrl: real.publicUrl,
+    const backend = serviceBackend(w, (real) => ({
       register: (r) => (down ? Promise.reject(new Error('connect ECONNREFUSED')) : real.register(r)),
-      apiKey: (k) => real.apiKey(k),
-      exchangeCode: (c) => real.exchangeCode(c),
-      session: (s) => real.session(s),
-      accessCheck: (r) => real.accessCheck(r),
-      close: () => real.close(),
-    };
+    }));
     try {
       const before = w.logs.length;
       const q = await w.proxy({}, { backend, heartbeatMs: 50 });
@@ -369,7 +361,7 @@ describe.each(backends())('VirtualHost routing against the service on %s', (back
       expect((await hostGet(never.url, '/x', 'main.test')).status).toBe(401);
     } finally {
       await putObject(`/apps/${w.appId}`, { ProxyAuth: 'required' });
-      await real.close();
+      await backend.close();
     }
   });
 });

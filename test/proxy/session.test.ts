@@ -3,11 +3,10 @@ import { jwtVerify } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { App } from '../../src/objects/app.js';
 import { TENANT_ID, Tenant } from '../../src/objects/tenant.js';
-import { type AuthBackend, HttpAuthBackend } from '../../src/proxy/backend.js';
 import type { RunningProxy } from '../../src/proxy/run.js';
 import { makeUser, signedIn } from '../auth/client.js';
 import { backends } from '../helpers.js';
-import { startWorld, type World } from './harness.js';
+import { serviceBackend, startWorld, type World } from './harness.js';
 
 const HTTP_DATE = /^[A-Z][a-z]{2}, \d{2} [A-Z][a-z]{2} \d{4} \d{2}:\d{2}:\d{2} GMT$/;
 const PASSWORD = 'correct horse battery staple 42';
@@ -189,20 +188,13 @@ describe.each(backends())('proxy sessions and access checks on %s', (backend) =>
   });
 
   it('renews an expired proof once: requests still sending the old cookie reuse that renewal', async () => {
-    const real = new HttpAuthBackend(w.serviceUrl, w.token);
     let checks = 0;
-    const backend: AuthBackend = {
-      publicUrl: real.publicUrl,
-      register: (r) => real.register(r),
-      apiKey: (k) => real.apiKey(k),
-      exchangeCode: (c) => real.exchangeCode(c),
+    const backend = serviceBackend(w, (real) => ({
       session: (sid) => {
         checks++;
         return real.session(sid);
       },
-      accessCheck: (r) => real.accessCheck(r),
-      close: () => real.close(),
-    };
+    }));
     try {
       const q = await w.proxy({ env: { SVC_PROXY_COOKIEDOMAIN: '' } }, { backend, cookieTtlS: 1 });
       await w.s.store.systemPut(App, w.appId, (doc) => ({
@@ -238,6 +230,7 @@ describe.each(backends())('proxy sessions and access checks on %s', (backend) =>
       await w.s.store.systemPut(App, w.appId, (doc) => ({
         doc: { ...(doc ?? {}), AllowedOrigins: [p.url] },
       }));
+      await backend.close();
     }
   });
 

@@ -92,14 +92,10 @@ export class ResponseParser {
         case State.Head:
           at = this.head(data, at);
           break;
-        case State.Sized: {
-          const n = Math.min(this.remaining, data.length - at);
-          this.remaining -= n;
-          this.events.onBody(data.subarray(at, at + n));
-          at += n;
+        case State.Sized:
+          at = this.take(data, at);
           if (this.remaining === 0) this.finish();
           break;
-        }
         case State.UntilClose:
           this.events.onBody(at === 0 ? data : data.subarray(at));
           at = data.length;
@@ -107,17 +103,13 @@ export class ResponseParser {
         case State.ChunkSize:
           at = this.chunkSize(data, at);
           break;
-        case State.ChunkData: {
-          const n = Math.min(this.remaining, data.length - at);
-          this.remaining -= n;
-          this.events.onBody(data.subarray(at, at + n));
-          at += n;
+        case State.ChunkData:
+          at = this.take(data, at);
           if (this.remaining === 0) {
             this.state = State.ChunkEnd;
             this.remaining = 2;
           }
           break;
-        }
         case State.ChunkEnd:
           // The CRLF after a chunk's data, possibly split across reads.
           if (data[at] !== (this.remaining === 2 ? 0x0d : 0x0a)) throw bad('a chunk is not followed by CRLF');
@@ -130,6 +122,14 @@ export class ResponseParser {
       }
     }
     return at;
+  }
+
+  /** Passes on up to `remaining` body bytes from `at`; returns where it stopped. */
+  private take(data: Buffer, at: number): number {
+    const n = Math.min(this.remaining, data.length - at);
+    this.remaining -= n;
+    this.events.onBody(data.subarray(at, at + n));
+    return at + n;
   }
 
   /** The connection was closed by the server: ends a response delimited by the close. */
