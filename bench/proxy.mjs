@@ -445,6 +445,11 @@ http {
 `,
     );
     const nginxBin = existsSync('/usr/sbin/nginx') ? '/usr/sbin/nginx' : 'nginx';
+    // Without nginx there is no ratio to give: say so at once (spawning it would crash on ENOENT).
+    if (spawnSync(nginxBin, ['-v']).error)
+      throw new Error(
+        'nginx is not installed (apt-get install -y nginx; .ci/run installs it), or leave it out with --targets',
+      );
     const nginx = startChild(nginxBin, ['-p', prefix, '-c', join(prefix, 'nginx.conf'), '-g', 'daemon off;']);
     await waitFor(`http://127.0.0.1:${nginxPort}/`).catch((e) => {
       throw new Error(`${e.message}: ${nginx.errText()} (is nginx installed? apt-get install -y nginx)`);
