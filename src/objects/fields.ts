@@ -1,4 +1,5 @@
 import { ApiError } from '../api/errors.js';
+import { checkHttpUrl } from '../config/proxy.js';
 
 /**
  * A small schema language for object fields. Each type declares its fields once; from that
@@ -125,14 +126,19 @@ export const checkUrl = (v: string) => {
   }
 };
 /**
- * Where a proxy forwards to (VirtualHost.Upstream): empty, or an http(s) URL without a user name
- * or password, as the proxy's own proxy.upstream setting (src/config/proxy.ts) must be.
+ * Where a proxy forwards to (VirtualHost.Upstream): empty, or what the proxy accepts for its own
+ * proxy.upstream (checkHttpUrl: no user name or password, no spaces or control characters), so
+ * the service refuses at once a value the proxy would ignore.
  */
 export const checkUpstream = (v: string) => {
   const bad = checkUrl(v);
   if (bad || v === '') return bad;
-  const u = new URL(v);
-  return u.username || u.password ? 'must not carry a user name or password' : undefined;
+  try {
+    checkHttpUrl(v);
+    return undefined;
+  } catch (e) {
+    return (e as Error).message;
+  }
 };
 export const checkOrigin = (v: string) => {
   const bad = checkUrl(v);

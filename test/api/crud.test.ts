@@ -141,15 +141,22 @@ describe.each(backends())('generic object API on %s', (backend) => {
     expect((await s.req({ method: 'POST', url: '/virtualhosts', payload: {} })).statusCode).toBe(405);
   });
 
-  it('takes a virtual host upstream only as an http(s) URL without credentials; Auth empty by default', async () => {
+  it('takes a virtual host upstream only as an http(s) URL without credentials, spaces or control characters; Auth empty by default', async () => {
     const made = await s.req({ method: 'POST', url: '/virtualhosts/vh2', payload: {} });
     expect(made.statusCode).toBe(201);
     const got = (await s.req({ method: 'GET', url: '/virtualhosts/vh2' })).json();
     expect(got).toMatchObject({ Upstream: '', Auth: '' });
-    for (const Upstream of ['ftp://files.example', 'not a url', 'http://user:pw@app.example:8000']) {
+    for (const Upstream of [
+      'ftp://files.example',
+      'not a url',
+      'http://user:pw@app.example:8000',
+      'http://app.example/a b',
+      'http://app.example/\tx',
+    ]) {
       const r = await s.req({ method: 'POST', url: '/virtualhosts/vh3', payload: { Upstream } });
       expect([Upstream, r.statusCode]).toEqual([Upstream, 400]);
       expect(r.json().Message).toMatch(/^Upstream /);
+      expect(r.json().Message).not.toContain('pw@');
     }
     const bad = await s.req({ method: 'POST', url: '/virtualhosts/vh3', payload: { Auth: 'sometimes' } });
     expect(bad.statusCode).toBe(400);
