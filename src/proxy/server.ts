@@ -209,14 +209,8 @@ export class AccessProxy {
   };
 
   private handle(req: IncomingMessage, res: ServerResponse): Promise<void> | undefined {
-    const url = req.url ?? '/';
-    const q = url.indexOf('?');
-    const rawPath = q < 0 ? url : url.slice(0, q);
-    const query = q < 0 ? '' : url.slice(q);
-    if (!rawPath.startsWith('/'))
-      throw new HttpError(400, 'Bad Request', 'the request target must be a path');
+    const { path, query } = requestTarget(req.url);
     this.learnHost(req);
-    const path = requestPath(rawPath);
     if (path.startsWith(PROXY_PATHS.base)) return this.internal(req, res, path, query);
     const route = routeFor(this.config, path, this.routes.defaultsFor(req.headers.host));
     const auth = this.authenticate(req, route.auth);
@@ -279,10 +273,7 @@ export class AccessProxy {
 
   private async handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer) {
     socket.on('error', () => socket.destroy());
-    const url = req.url ?? '/';
-    const q = url.indexOf('?');
-    const path = requestPath(q < 0 ? url : url.slice(0, q));
-    const query = q < 0 ? '' : url.slice(q);
+    const { path, query } = requestTarget(req.url);
     this.learnHost(req);
     if (path.startsWith(PROXY_PATHS.base)) throw new HttpError(404, 'Not Found', 'no websocket here');
     const route = routeFor(this.config, path, this.routes.defaultsFor(req.headers.host));
@@ -746,6 +737,19 @@ function newToken(): string {
 function hostOf(req: IncomingMessage): string {
   const h = req.headers.host ?? '';
   return /^[A-Za-z0-9.:[\]-]{1,300}$/.test(h) ? h : 'localhost';
+}
+
+/**
+ * The path (normalized, see requestPath) and the query ("" or from "?") of a request target.
+ * Only origin-form ("/path?query") is accepted: an absolute-form target ("http://host/path")
+ * would match no prefix and reach the upstream as it was sent.
+ */
+function requestTarget(url: string | undefined): { path: string; query: string } {
+  const target = url ?? '/';
+  const q = target.indexOf('?');
+  const rawPath = q < 0 ? target : target.slice(0, q);
+  if (!rawPath.startsWith('/')) throw new HttpError(400, 'Bad Request', 'the request target must be a path');
+  return { path: requestPath(rawPath), query: q < 0 ? '' : target.slice(q) };
 }
 
 /**

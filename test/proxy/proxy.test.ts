@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import http from 'node:http';
+import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import type { RunningProxy } from '../../src/proxy/run.js';
@@ -41,6 +42,20 @@ async function get(url: string, headers: Record<string, string> = {}, init: Requ
     json = undefined;
   }
   return { status: res.status, headers: res.headers, text, json: json as Echoed };
+}
+
+/** Sends raw bytes to 127.0.0.1:port; resolves with what came back until the server closed. */
+function rawExchange(port: number, text: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const sock = net.connect(port, '127.0.0.1', () => sock.end(text));
+    let got = '';
+    sock.setEncoding('latin1');
+    sock.on('data', (d) => {
+      got += d;
+    });
+    sock.on('close', () => resolve(got));
+    sock.on('error', reject);
+  });
 }
 
 describe.each(backends())('access proxy against the service on %s', (backend) => {
@@ -363,6 +378,23 @@ describe.each(backends())('access proxy against the service on %s', (backend) =>
       refused.on('error', () => resolve(-1));
     });
     expect(status).toBe(401);
+  });
+
+  it('refuses absolute-form request targets, for plain requests and websocket upgrades alike', async () => {
+    const port = Number(new URL(p.url).port);
+    const before = w.echo.hits.length;
+    const upgrade =
+      'Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n' +
+      'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n';
+    for (const extra of ['', upgrade]) {
+      const answer = await rawExchange(
+        port,
+        `GET http://127.0.0.1:${port}/ws/chat HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n` +
+          `Authorization: Bearer ${w.userKey}\r\n${extra}\r\n`,
+      );
+      expect(answer.split('\r\n')[0]).toBe('HTTP/1.1 400 Bad Request');
+    }
+    expect(w.echo.hits.length).toBe(before);
   });
 
   it('gives the access-check URL only while the request is in flight (anonymous: sign-in Location)', async () => {
