@@ -150,6 +150,8 @@ export class AccessProxy {
   setLearned(learned: Learned) {
     this.learned = learned;
     this.routes = new HostRoutes(this.config, learned);
+    // VirtualHost upstreams may have changed: keep parsed URLs for the current settings only.
+    this.upstreams.clear();
   }
 
   get inFlightCount() {
