@@ -2,7 +2,6 @@ import { type KeyObject, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import net from 'node:net';
 import type { Duplex } from 'node:stream';
-import tls from 'node:tls';
 import type { Logger } from 'pino';
 import { type AuthMode, normalizePath, type ProxyConfig, routeFor } from '../config/proxy.js';
 import { type AuthBackend, BackendError } from './backend.js';
@@ -19,13 +18,16 @@ import { ApiKeyCache, presentedCredential } from './credentials.js';
 import { HostRoutes, type Learned } from './hosts.js';
 import { BACKCHANNEL, PROXY_PATHS, PROXY_TOKEN_PATTERN, type WireIdentity } from './protocol.js';
 import {
+  connectTo,
   type Exchange,
   type ResponseSink,
+  readyEvent,
   type UpstreamError,
   UpstreamPool,
   type UpstreamTarget,
   upstreamTarget,
 } from './upstream/pool.js';
+import type { ResponseHead } from './upstream/response.js';
 
 /**
  * Hop-by-hop headers (RFC 9110 7.6.1), and the framing headers the upstream client sets itself:
@@ -45,6 +47,8 @@ const HOP = new Set([
   'expect',
   'http2-settings',
 ]);
+/** The lengths of HOP's names: a response header of another length is kept without a lookup. */
+const HOP_LENGTHS = new Set([...HOP].map((name) => name.length));
 
 /** Inbound headers that only the proxy may set: removed from every request, in every mode. */
 const isReserved = (name: string) =>
@@ -298,15 +302,9 @@ export class AccessProxy {
     const lines =
       `${req.method} ${up.base}${path}${query} HTTP/1.1\r\n` +
       `${this.upstreamHeaders(req, auth.who, token, origin, target)}connection: Upgrade\r\nupgrade: ${upgrade}\r\n`;
-    const conn = target.secure
-      ? tls.connect({
-          host: target.host,
-          port: target.port,
-          servername: net.isIP(target.host) ? undefined : target.host,
-        })
-      : net.connect({ host: target.host, port: target.port });
+    const conn = connectTo(target);
     await new Promise<void>((resolve, reject) => {
-      conn.once(target.secure ? 'secureConnect' : 'connect', () => resolve());
+      conn.once(readyEvent(target), () => resolve());
       conn.once('error', reject);
     }).catch((e: unknown) => {
       this.inflight.delete(token);
@@ -682,22 +680,21 @@ class Relay implements ResponseSink {
     private readonly fail: (e: HttpError) => void,
   ) {}
 
-  onHead(statusCode: number, upHeaders: string[]) {
-    let connTokens: Set<string> | undefined;
-    for (let i = 0; i < upHeaders.length; i += 2) {
-      if ((upHeaders[i] as string).length === 10 && (upHeaders[i] as string).toLowerCase() === 'connection')
-        connTokens = connectionTokens(upHeaders[i + 1]);
-    }
+  onHead({ status, headers, connection }: ResponseHead) {
+    const connTokens = connectionTokens(connection);
     const out: string[] = [];
-    for (let i = 0; i < upHeaders.length; i += 2) {
-      const name = upHeaders[i] as string;
-      const lower = name.toLowerCase();
-      // Content-Length stays: it is the response's framing towards the client too.
-      if ((HOP.has(lower) && lower !== 'content-length') || connTokens?.has(lower)) continue;
-      out.push(name, upHeaders[i + 1] as string);
+    for (let i = 0; i < headers.length; i += 2) {
+      const name = headers[i] as string;
+      // Only names as long as a hop-by-hop one can be one (or any, if Connection lists more).
+      if (connTokens !== undefined || HOP_LENGTHS.has(name.length)) {
+        const lower = name.toLowerCase();
+        // Content-Length stays: it is the response's framing towards the client too.
+        if ((HOP.has(lower) && lower !== 'content-length') || connTokens?.has(lower)) continue;
+      }
+      out.push(name, headers[i + 1] as string);
     }
     if (this.extraCookies) for (const c of this.extraCookies) out.push('set-cookie', c);
-    this.res.writeHead(statusCode, out);
+    this.res.writeHead(status, out);
   }
 
   onData(chunk: Buffer): boolean {

@@ -87,6 +87,26 @@ describe('upstream response parser', () => {
     expect(untilClose.ended).toBe(1);
   });
 
+  it('trims optional whitespace around values, keeps tabs inside them, and joins Connection values', () => {
+    const r = parse(
+      'HTTP/1.1 200 OK\r\nX-A:\t  a \t b \t\r\nX-Empty:\r\nConnection: X-Hop\r\nconnection: keep-alive\r\nContent-Length: 0\r\n\r\n',
+    );
+    expect(r.heads[0]?.headers).toEqual([
+      'X-A',
+      'a \t b',
+      'X-Empty',
+      '',
+      'Connection',
+      'X-Hop',
+      'connection',
+      'keep-alive',
+      'Content-Length',
+      '0',
+    ]);
+    expect(r.heads[0]?.connection).toBe('X-Hop,keep-alive');
+    expect(parse(sized).heads[0]?.connection).toBeUndefined();
+  });
+
   it('reports bytes that follow the end of the response', () => {
     const r = parse(`${sized}HTTP/1.1 200 OK\r\n`);
     expect(r.ended).toBe(1);
@@ -133,6 +153,11 @@ describe('upstream response parser', () => {
     expectMalformed('HTTP/1.1 200 OK\r\nX-A: x\ny\r\n\r\n', /header line/);
     expectMalformed('HTTP/1.1 200 OK\r\nX-A: x\ry\r\n\r\n', /header line/);
     expectMalformed('HTTP/1.1 200 OK\r\nX-A: a\0b\r\n\r\n', /header line/);
+    expectMalformed('HTTP/1.1 200 OK\r\nX-A: a\x7fb\r\n\r\n', /header line/);
+    expectMalformed('HTTP/1.1 200 OK\r\n: no name\r\n\r\n', /header line/);
+    expectMalformed('HTTP/1.1 200 OK\r\nno-colon\r\n\r\n', /header line/);
+    expectMalformed('HTTP/1.1 200 OK\r\nX-\xe9: x\r\n\r\n', /header line/);
+    expectMalformed('HTTP/1.1 200 OK\r\nX-(A): x\r\n\r\n', /header line/);
     expectMalformed('HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\n\r\n', /101/);
   });
 

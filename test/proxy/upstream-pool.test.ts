@@ -67,9 +67,9 @@ function collect(pause?: { every: number; ms: number }) {
   let count = 0;
   const done = new Promise<Result>((resolve) => {
     const sink: ResponseSink & { resume?: () => void } = {
-      onHead(status, headers) {
-        out.status = status;
-        out.headers = headers;
+      onHead(head) {
+        out.status = head.status;
+        out.headers = head.headers;
       },
       onData(chunk) {
         chunks.push(Buffer.from(chunk));

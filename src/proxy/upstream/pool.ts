@@ -54,7 +54,7 @@ export class UpstreamError extends Error {
 /** Receives one upstream response. */
 export interface ResponseSink {
   /** The final response head (informational 1xx heads are not passed on). */
-  onHead(status: number, headers: string[]): void;
+  onHead(head: ResponseHead): void;
   /** A body chunk; return false to pause the upstream until `Exchange.resume()`. */
   onData(chunk: Buffer): boolean;
   onEnd(): void;
@@ -185,7 +185,7 @@ class Connection {
         if (head.keepAliveTimeoutS !== undefined)
           conn.expiresAt = Date.now() + Math.max(0, head.keepAliveTimeoutS * 1000 - 1000);
         ex.responded = true;
-        ex.sink.onHead(head.status, head.headers);
+        ex.sink.onHead(head);
       },
       onBody(chunk: Buffer) {
         const ex = conn.exchange;
@@ -291,15 +291,7 @@ export class UpstreamPool {
 
   private connect(origin: Origin): Connection {
     const { target } = origin;
-    const socket = target.secure
-      ? tls.connect({
-          host: target.host,
-          port: target.port,
-          servername: net.isIP(target.host) ? undefined : target.host,
-          ALPNProtocols: ['http/1.1'],
-        })
-      : net.connect({ host: target.host, port: target.port });
-    socket.setNoDelay(true);
+    const socket = connectTo(target);
     const conn = new Connection(origin, socket);
     origin.all.add(conn);
     let connected = false;
@@ -307,7 +299,7 @@ export class UpstreamPool {
       () => socket.destroy(new UpstreamError('timeout', 'connecting to the upstream timed out')),
       this.connectTimeoutMs,
     );
-    socket.once(target.secure ? 'secureConnect' : 'connect', () => {
+    socket.once(readyEvent(target), () => {
       connected = true;
       clearTimeout(timer);
     });
@@ -434,6 +426,26 @@ export class UpstreamPool {
     }
   }
 }
+
+/**
+ * Opens a connection to an upstream (TLS with SNI for a name, not for an address), for HTTP/1.1:
+ * pooled requests and websocket upgrades alike. Ready at `readyEvent(target)`.
+ */
+export function connectTo(target: UpstreamTarget): net.Socket {
+  const socket = target.secure
+    ? tls.connect({
+        host: target.host,
+        port: target.port,
+        servername: net.isIP(target.host) ? undefined : target.host,
+        ALPNProtocols: ['http/1.1'],
+      })
+    : net.connect({ host: target.host, port: target.port });
+  socket.setNoDelay(true);
+  return socket;
+}
+
+/** The event after which a socket from connectTo can carry requests. */
+export const readyEvent = (target: UpstreamTarget) => (target.secure ? 'secureConnect' : 'connect');
 
 function closedError(e: Error | undefined, connected: boolean): UpstreamError {
   if (e instanceof UpstreamError) return e;

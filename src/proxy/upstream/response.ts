@@ -13,6 +13,8 @@ export interface ResponseHead {
   keepAlive: boolean;
   /** The server's `Keep-Alive: timeout=<s>` hint, when given. */
   keepAliveTimeoutS: number | undefined;
+  /** The Connection header's values joined by commas (it names more hop-by-hop headers). */
+  connection: string | undefined;
 }
 
 export interface ResponseEvents {
@@ -33,7 +35,6 @@ const MAX_CHUNK_LINE = 1024;
 const MAX_TRAILER_BYTES = 16 * 1024;
 
 const STATUS_LINE = /^HTTP\/1\.([01]) ([1-9]\d\d)(?: [\t\x20-\x7e\x80-\xff]*)?$/;
-const HEADER_LINE = /^([!#$%&'*+\-.^_`|~0-9A-Za-z]+):[\t ]*([\t\x20-\x7e\x80-\xff]*?)[\t ]*$/;
 const CHUNK_SIZE = /^([0-9A-Fa-f]{1,12})[\t ]*(?:;[\t\x20-\x7e\x80-\xff]*)?$/;
 const DIGITS = /^\d{1,15}$/;
 
@@ -188,8 +189,9 @@ export class ResponseParser {
   }
 
   private parseHead(text: string) {
-    const lines = text.split('\r\n');
-    const status = STATUS_LINE.exec(lines[0] as string);
+    let eol = text.indexOf('\r\n');
+    if (eol < 0) eol = text.length;
+    const status = STATUS_LINE.exec(text.slice(0, eol));
     if (!status) throw bad('the status line is malformed');
     const http10 = status[1] === '0';
     const code = Number(status[2]);
@@ -198,18 +200,21 @@ export class ResponseParser {
     let chunked = false;
     let close = http10;
     let keepAliveTimeoutS: number | undefined;
-    for (let i = 1; i < lines.length; i++) {
-      const m = HEADER_LINE.exec(lines[i] as string);
+    let connection: string | undefined;
+    while (eol < text.length) {
+      const start = eol + 2;
+      eol = text.indexOf('\r\n', start);
+      if (eol < 0) eol = text.length;
       // Also refuses obsolete line folding (a line starting with a space) and bare CR or LF.
-      if (!m) throw bad('a header line is malformed');
-      const name = m[1] as string;
-      const value = m[2] as string;
-      headers.push(name, value);
+      if (!pushField(text, start, eol, headers)) throw bad('a header line is malformed');
+      const name = headers[headers.length - 2] as string;
+      const value = headers[headers.length - 1] as string;
       // Only four names matter here; compare lengths first to skip the rest cheaply.
       const n = name.length;
       if (n !== 10 && n !== 14 && n !== 17) continue;
       const lower = name.toLowerCase();
       if (lower === 'connection') {
+        connection = connection === undefined ? value : `${connection},${value}`;
         for (const t of value.toLowerCase().split(',')) {
           const token = t.trim();
           if (token === 'close') close = true;
@@ -243,6 +248,7 @@ export class ResponseParser {
       headers,
       keepAlive: !close && !untilClose,
       keepAliveTimeoutS,
+      connection,
     };
     this.keepAlive = head.keepAlive;
     this.events.onHead(head);
@@ -285,9 +291,41 @@ export class ResponseParser {
     if (!got) return data.length;
     this.trailerBytes += got[0].length + 2;
     if (got[0] === '') this.finish();
-    else if (!HEADER_LINE.test(got[0])) throw bad('a trailer line is malformed');
+    else if (!pushField(got[0], 0, got[0].length, [])) throw bad('a trailer line is malformed');
     return got[1];
   }
+}
+
+/** tchar (RFC 9110 5.6.2), by character code: the characters of a field name. */
+const TCHAR = new Uint8Array(128);
+for (const c of "!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+  TCHAR[c.charCodeAt(0)] = 1;
+
+/**
+ * Reads the field line `text[start, end)`, `name ":" OWS value OWS` (RFC 9112 5), and appends
+ * its name and value to `out`; false when it is malformed. The value may hold tabs, visible
+ * ASCII and obs-text (0x80-0xff); no other control character, so no bare CR or LF. A character
+ * loop rather than a regular expression: this runs for every header of every response.
+ */
+function pushField(text: string, start: number, end: number, out: string[]): boolean {
+  let colon = start;
+  while (colon < end) {
+    const c = text.charCodeAt(colon);
+    if (c === 0x3a) break;
+    if (c > 0x7f || TCHAR[c] === 0) return false;
+    colon++;
+  }
+  if (colon === start || colon === end) return false;
+  let from = colon + 1;
+  let to = end;
+  for (let i = from; i < to; i++) {
+    const c = text.charCodeAt(i);
+    if ((c < 0x20 && c !== 0x09) || c === 0x7f) return false;
+  }
+  while (from < to && (text.charCodeAt(from) === 0x20 || text.charCodeAt(from) === 0x09)) from++;
+  while (to > from && (text.charCodeAt(to - 1) === 0x20 || text.charCodeAt(to - 1) === 0x09)) to--;
+  out.push(text.slice(start, colon), text.slice(from, to));
+  return true;
 }
 
 function bad(message: string) {
