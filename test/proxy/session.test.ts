@@ -196,7 +196,7 @@ describe.each(backends())('proxy sessions and access checks on %s', (backend) =>
       },
     }));
     try {
-      const q = await w.proxy({ env: { SVC_PROXY_COOKIEDOMAIN: '' } }, { backend, cookieTtlS: 1 });
+      const q = await w.proxy({ env: { SVC_PROXY_COOKIEDOMAIN: '' } }, { backend, cookieTtlS: 2 });
       await w.s.store.systemPut(App, w.appId, (doc) => ({
         doc: { ...(doc ?? {}), AllowedOrigins: [p.url, q.url] },
       }));
@@ -206,8 +206,10 @@ describe.each(backends())('proxy sessions and access checks on %s', (backend) =>
       const first = await jar.get(`${q.url}/r`);
       await jar.get((await jar.get(first.location)).location);
       const old = jar.byOrigin.get(q.url)?.get('gatehouse_proxy') as string;
+      // Proofs expire on whole seconds, so a TTL of 2 s lasts between 1 and 2 s: waits are 2.1 s,
+      // and the requests that must share one renewal finish well within its shortest life.
       expect(old).toBeTruthy();
-      await new Promise((r) => setTimeout(r, 1100));
+      await new Promise((r) => setTimeout(r, 2100));
       // A client that never takes the new cookie: parallel, then sequential requests.
       const send = () =>
         fetch(`${q.url}/r`, { headers: { cookie: `gatehouse_proxy=${old}`, accept: 'application/json' } });
@@ -223,7 +225,7 @@ describe.each(backends())('proxy sessions and access checks on %s', (backend) =>
       expect(checks).toBe(1);
       // Once that renewal expires, the old cookie is checked again: after sign-out, refused.
       expect((await b.post('/auth/signout')).statusCode).toBeLessThan(300);
-      await new Promise((r) => setTimeout(r, 1100));
+      await new Promise((r) => setTimeout(r, 2100));
       expect((await send()).status).toBe(401);
       expect(checks).toBe(2);
     } finally {
