@@ -206,9 +206,9 @@ describe.each(backends())('proxy sessions and access checks on %s', (backend) =>
       const first = await jar.get(`${q.url}/r`);
       await jar.get((await jar.get(first.location)).location);
       const old = jar.byOrigin.get(q.url)?.get('gatehouse_proxy') as string;
+      expect(old).toBeTruthy();
       // Proofs expire on whole seconds, so a TTL of 2 s lasts between 1 and 2 s: waits are 2.1 s,
       // and the requests that must share one renewal finish well within its shortest life.
-      expect(old).toBeTruthy();
       await new Promise((r) => setTimeout(r, 2100));
       // A client that never takes the new cookie: parallel, then sequential requests.
       const send = () =>
