@@ -103,7 +103,8 @@ export async function startServer({ root, database, logLevel = 'warn', timeoutMs
     if (exited) await fail(`the server exited early (${JSON.stringify(exited)})`);
     if (Date.now() > deadline) await fail('timed out waiting for the admin key on stdout');
     const lines = out.split('\n');
-    if (lines.length > 3 || (lines.length === 3 && out.endsWith('\n'))) {
+    // The key line is complete once a newline follows it (two lines may arrive alone).
+    if (lines.length > 3) {
       key = lines[2]?.trim();
       if (!KEY.test(key ?? '') || !lines[2]?.startsWith(' ')) {
         await fail(`the third line of stdout is not an indented API key: ${JSON.stringify(lines[2])}`);
