@@ -60,8 +60,10 @@ around each high-load run divided by the requests served, and likewise for the l
   --connections <n>     connections for the throughput runs (default 64)
   --moderate <n>        connections for the latency runs (default 4)
   --nginx-workers <n>   nginx worker_processes (default 1: the proxy is one Node.js process)
-  --proxy-node-args <s> extra node arguments for the proxy process only (default
-                        $BENCH_PROXY_NODE_ARGS), e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof"
+  --proxy-node-args=<s> extra node arguments for the proxy process only (default
+                        $BENCH_PROXY_NODE_ARGS), e.g.
+                        --proxy-node-args="--cpu-prof --cpu-prof-dir=/tmp/prof" (with "=": a
+                        value that starts with a dash is otherwise taken for an option)
   --tool <name>         wrk | autocannon | auto (default auto: wrk when installed)
   --json <file>         also write the JSON summary (with every run's raw figures) there
   --help
@@ -364,7 +366,7 @@ async function main() {
     const proxy = startChild(
       process.execPath,
       [
-        // e.g. --proxy-node-args "--cpu-prof --cpu-prof-dir=/tmp/prof" profiles the proxy only
+        // e.g. --proxy-node-args="--cpu-prof --cpu-prof-dir=/tmp/prof" profiles the proxy only
         ...args['proxy-node-args'].split(' ').filter(Boolean),
         join(root, 'cli/main.js'),
         'proxy',
