@@ -6,6 +6,7 @@ import type { Principal } from '../auth/principal.js';
 import type { Doc } from '../objects/fields.js';
 import { Group } from '../objects/group.js';
 import { User } from '../objects/user.js';
+import { esc } from '../web/html.js';
 import { allowedNext, signinBase } from './check.js';
 import {
   actsAsUser,
@@ -36,12 +37,6 @@ import { rowsFor } from './states.js';
  */
 
 const OPTIONAL = { config: { auth: 'optional' as const } };
-
-const esc = (s: unknown) =>
-  String(s).replace(
-    /[&<>"']/g,
-    (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c] as string,
-  );
 
 const STYLE = `body{font-family:system-ui,sans-serif;max-width:46rem;margin:2rem auto;padding:0 1rem;color:#222}
 h1{font-size:1.4rem}.note{background:#f4f4f4;padding:.6rem .8rem;border-radius:4px}

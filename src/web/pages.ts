@@ -1,9 +1,5 @@
 /** Server-rendered HTML of the sign-in pages. Every dynamic value goes through esc(). */
-export const esc = (s: string) =>
-  s.replace(
-    /[&<>"']/g,
-    (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c] as string,
-  );
+import { esc } from './html.js';
 
 interface PageOpts {
   page: 'signin' | 'enroll' | 'signout' | 'debug';
