@@ -3,7 +3,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import net from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
-import { type AuthMode, normalizePath, type ProxyConfig, routeFor } from '../config/proxy.js';
+import { type AuthMode, type ProxyConfig, routeFor } from '../config/proxy.js';
 import { type AuthBackend, BackendError } from './backend.js';
 import {
   COOKIE_NAME,
@@ -15,47 +15,23 @@ import {
   stripOwnCookies,
 } from './cookie.js';
 import { ApiKeyCache, presentedCredential } from './credentials.js';
+import { HttpError, rawResponse, sendError, upstreamError } from './errors.js';
 import { HostRoutes, type Learned } from './hosts.js';
-import { BACKCHANNEL, PROXY_PATHS, PROXY_TOKEN_PATTERN, type WireIdentity } from './protocol.js';
 import {
-  connectTo,
-  type Exchange,
-  type ResponseSink,
-  readyEvent,
-  type UpstreamError,
-  UpstreamPool,
-  type UpstreamTarget,
-  upstreamTarget,
-} from './upstream/pool.js';
-import type { ResponseHead } from './upstream/response.js';
-
-/**
- * Hop-by-hop headers (RFC 9110 7.6.1), and the framing headers the upstream client sets itself:
- * never copied across.
- */
-const HOP = new Set([
-  'connection',
-  'keep-alive',
-  'proxy-connection',
-  'proxy-authenticate',
-  'proxy-authorization',
-  'te',
-  'trailer',
-  'transfer-encoding',
-  'content-length',
-  'upgrade',
-  'expect',
-  'http2-settings',
-]);
-/** The lengths of HOP's names: a response header of another length is kept without a lookup. */
-const HOP_LENGTHS = new Set([...HOP].map((name) => name.length));
-
-/** Inbound headers that only the proxy may set: removed from every request, in every mode. */
-const isReserved = (name: string) =>
-  name.startsWith('x-service-') ||
-  name === 'x-remote-user' ||
-  name.startsWith('x-forwarded-') ||
-  name === 'forwarded';
+  connectionTokens,
+  HOP,
+  headerText,
+  hostOf,
+  isBrowser,
+  isReserved,
+  readBody,
+  redact,
+  requestTarget,
+  safeReturnPath,
+} from './http.js';
+import { BACKCHANNEL, PROXY_PATHS, PROXY_TOKEN_PATTERN, type WireIdentity } from './protocol.js';
+import { Relay } from './relay.js';
+import { connectTo, readyEvent, UpstreamPool, type UpstreamTarget, upstreamTarget } from './upstream/pool.js';
 
 export interface Identified {
   identity: WireIdentity;
@@ -85,16 +61,6 @@ export interface ProxyOptions {
   upstreamTimeoutMs?: number;
   /** Lifetime of the signed session cookie (seconds). */
   cookieTtlS?: number;
-}
-
-class HttpError extends Error {
-  constructor(
-    readonly status: number,
-    readonly code: string,
-    message: string,
-  ) {
-    super(message);
-  }
 }
 
 /**
@@ -667,56 +633,6 @@ export class AccessProxy {
   }
 }
 
-/**
- * Relays one upstream response to the client: headers without hop-by-hop ones, then the body
- * chunks with backpressure. Failures before the response go to `fail` (502/504).
- */
-class Relay implements ResponseSink {
-  exchange: Exchange | undefined;
-
-  constructor(
-    private readonly res: ServerResponse,
-    private readonly extraCookies: string[] | undefined,
-    private readonly fail: (e: HttpError) => void,
-  ) {}
-
-  onHead({ status, headers, connection }: ResponseHead) {
-    const connTokens = connectionTokens(connection);
-    const out: string[] = [];
-    for (let i = 0; i < headers.length; i += 2) {
-      const name = headers[i] as string;
-      // Only names as long as a hop-by-hop one can be one (or any, if Connection lists more).
-      if (connTokens !== undefined || HOP_LENGTHS.has(name.length)) {
-        const lower = name.toLowerCase();
-        // Content-Length stays: it is the response's framing towards the client too.
-        if ((HOP.has(lower) && lower !== 'content-length') || connTokens?.has(lower)) continue;
-      }
-      out.push(name, headers[i + 1] as string);
-    }
-    if (this.extraCookies) for (const c of this.extraCookies) out.push('set-cookie', c);
-    this.res.writeHead(status, out);
-  }
-
-  onData(chunk: Buffer): boolean {
-    if (this.res.write(chunk)) return true;
-    this.res.once('drain', () => this.exchange?.resume());
-    return false;
-  }
-
-  onEnd() {
-    this.res.end();
-  }
-
-  onError(err: UpstreamError, responded: boolean) {
-    if (!responded) {
-      const out = upstreamError(err);
-      out.cause = err.message;
-      return this.fail(out);
-    }
-    this.res.destroy();
-  }
-}
-
 // ---- helpers ------------------------------------------------------------------------------------
 
 /** Access-check tokens: 192 random bits each, cut from a pooled CSPRNG buffer (one syscall per 256). */
@@ -731,61 +647,6 @@ function newToken(): string {
   pool.fill(0, poolAt, poolAt + 24);
   poolAt += 24;
   return t;
-}
-
-function hostOf(req: IncomingMessage): string {
-  const h = req.headers.host ?? '';
-  return /^[A-Za-z0-9.:[\]-]{1,300}$/.test(h) ? h : 'localhost';
-}
-
-/**
- * The path (normalized, see requestPath) and the query ("" or from "?") of a request target.
- * Only origin-form ("/path?query") is accepted: an absolute-form target ("http://host/path")
- * would match no prefix and reach the upstream as it was sent.
- */
-function requestTarget(url: string | undefined): { path: string; query: string } {
-  const target = url ?? '/';
-  const q = target.indexOf('?');
-  const rawPath = q < 0 ? target : target.slice(0, q);
-  if (!rawPath.startsWith('/')) throw new HttpError(400, 'Bad Request', 'the request target must be a path');
-  return { path: requestPath(rawPath), query: q < 0 ? '' : target.slice(q) };
-}
-
-/**
- * The path the proxy decides on and forwards: percent-encoded dots are decoded so that "%2e%2e"
- * cannot hide a "..", dot segments are resolved, and encoded slashes or backslashes are refused
- * (an upstream that decodes them would see another path than the one whose mode was applied).
- */
-export function requestPath(raw: string): string {
-  if ((raw.includes('%') || raw.includes('\\')) && /%(2f|5c)|\\/i.test(raw))
-    throw new HttpError(400, 'Bad Request', 'encoded slashes and backslashes are not allowed in paths');
-  const p = raw.includes('%') ? raw.replace(/%2e/gi, '.') : raw;
-  return p.includes('/.') || p.includes('//') ? normalizePath(p) : p;
-}
-
-/** Parsed Connection header values: a handful of distinct ones ("keep-alive", "close") in practice. */
-const connectionCache = new Map<string, Set<string> | undefined>();
-
-function connectionTokens(v: string | string[] | undefined): Set<string> | undefined {
-  if (!v) return undefined;
-  if (typeof v === 'string') {
-    if (connectionCache.has(v)) return connectionCache.get(v);
-    const set = parseConnection(v);
-    if (connectionCache.size >= 64) connectionCache.clear();
-    connectionCache.set(v, set);
-    return set;
-  }
-  return parseConnection(v.join(','));
-}
-
-function parseConnection(text: string): Set<string> | undefined {
-  const set = new Set(
-    text
-      .split(',')
-      .map((t) => t.trim().toLowerCase())
-      .filter(Boolean),
-  );
-  return set.size ? set : undefined;
 }
 
 /** The identity header lines of an identity, one block per X-Service-Auth-Type value. */
@@ -818,103 +679,8 @@ function identityHeaders(id: WireIdentity): IdentityHeaders {
   return h;
 }
 
-/** Header values are bytes: UTF-8 text is sent as its bytes; CR, LF and NUL are dropped. */
-function headerText(v: string): string {
-  const clean = v.replace(/[\r\n\0]/g, '');
-  return /^[\x20-\x7e]*$/.test(clean) ? clean : Buffer.from(clean, 'utf8').toString('latin1');
-}
-
-function isBrowser(req: IncomingMessage): boolean {
-  if (req.method !== 'GET' && req.method !== 'HEAD') return false;
-  return String(req.headers.accept ?? '').includes('text/html');
-}
-
-/** Only a path on this origin ("/x", never "//host" or a URL) may be returned to after sign-in. */
-export function safeReturnPath(v: string): string {
-  return v.startsWith('/') && !v.startsWith('//') && !/[\\\r\n]/.test(v) ? v : '/';
-}
-
 function constantEqual(a: string, b: string): boolean {
   const x = Buffer.from(a);
   const y = Buffer.from(b);
   return x.length === y.length && timingSafeEqual(x, y);
-}
-
-function upstreamError(e: unknown): HttpError {
-  const kind = (e as Partial<UpstreamError>).kind;
-  const code = (e as { code?: string }).code ?? '';
-  if (kind === 'timeout' || code === 'ETIMEDOUT')
-    return new HttpError(504, 'Gateway Timeout', 'the application did not answer in time');
-  if (kind === 'protocol')
-    return new HttpError(502, 'Bad Gateway', 'the application sent a response the proxy cannot relay');
-  return new HttpError(502, 'Bad Gateway', 'the application cannot be reached');
-}
-
-function redact(url: string | undefined) {
-  return (url ?? '')
-    .replace(/([?&]access_token=)[^&#]*/gi, '$1[REDACTED]')
-    .replace(/(\/access-check\/)[^/?]+/, '$1[REDACTED]');
-}
-
-async function readBody(req: IncomingMessage, limit: number): Promise<string> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req) {
-    size += (chunk as Buffer).length;
-    if (size > limit) throw new HttpError(413, 'Payload Too Large', `the form may be at most ${limit} bytes`);
-    chunks.push(chunk as Buffer);
-  }
-  return Buffer.concat(chunks).toString('utf8');
-}
-
-const escapeHtml = (s: string) =>
-  s.replace(
-    /[&<>"']/g,
-    (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c] as string,
-  );
-
-/** An error as a small HTML page for browsers, else the service's JSON error shape. */
-function sendError(
-  req: IncomingMessage,
-  res: ServerResponse,
-  status: number,
-  code: string,
-  message: string,
-  headers: Record<string, string> = {},
-) {
-  const h: Record<string, string> = { 'cache-control': 'no-store', 'x-error-code': code, ...headers };
-  if (status === 302) {
-    res.writeHead(302, h);
-    return void res.end();
-  }
-  if (String(req.headers.accept ?? '').includes('text/html')) {
-    h['content-type'] = 'text/html; charset=utf-8';
-    res.writeHead(status, h);
-    res.end(
-      `<!doctype html><html><head><meta charset="utf-8"><title>${status} ${escapeHtml(code)}</title></head>` +
-        `<body><h1>${status} ${escapeHtml(code)}</h1><p>${escapeHtml(message)}</p></body></html>\n`,
-    );
-    return;
-  }
-  h['content-type'] = 'application/json';
-  res.writeHead(status, h);
-  res.end(JSON.stringify({ Status: status, Code: code, Message: message }));
-}
-
-/** Writes a whole HTTP/1.1 response on a raw socket (refused upgrades) and closes it. */
-function rawResponse(socket: Duplex, status: number, headers: Record<string, string>, body: string) {
-  if (socket.destroyed) return;
-  const reason =
-    {
-      400: 'Bad Request',
-      401: 'Unauthorized',
-      302: 'Found',
-      404: 'Not Found',
-      502: 'Bad Gateway',
-      503: 'Service Unavailable',
-      504: 'Gateway Timeout',
-    }[status] ?? 'Error';
-  let text = `HTTP/1.1 ${status} ${reason}\r\nconnection: close\r\ncontent-length: ${Buffer.byteLength(body)}\r\n`;
-  for (const [k, v] of Object.entries(headers)) text += `${k}: ${v}\r\n`;
-  socket.end(`${text}\r\n${body}`);
 }

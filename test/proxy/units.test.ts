@@ -3,8 +3,8 @@ import type { AuthBackend } from '../../src/proxy/backend.js';
 import { BackendError } from '../../src/proxy/backend.js';
 import { readCookie, stripOwnCookies } from '../../src/proxy/cookie.js';
 import { ApiKeyCache, KEY_CACHE_MS, presentedCredential } from '../../src/proxy/credentials.js';
+import { requestPath, safeReturnPath } from '../../src/proxy/http.js';
 import type { WireIdentity } from '../../src/proxy/protocol.js';
-import { requestPath, safeReturnPath } from '../../src/proxy/server.js';
 
 const KEY = `gv${'a'.repeat(54)}`;
 const b64 = (s: string) => Buffer.from(s).toString('base64');

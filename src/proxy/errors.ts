@@ -1,0 +1,72 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { esc } from '../web/html.js';
+import type { UpstreamError } from './upstream/pool.js';
+
+/** An answer the proxy gives itself instead of forwarding: the status and its X-Error-Code phrase. */
+export class HttpError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** A failed upstream exchange as the client sees it: 504 when it timed out, else 502. */
+export function upstreamError(e: unknown): HttpError {
+  const kind = (e as Partial<UpstreamError>).kind;
+  const code = (e as { code?: string }).code ?? '';
+  if (kind === 'timeout' || code === 'ETIMEDOUT')
+    return new HttpError(504, 'Gateway Timeout', 'the application did not answer in time');
+  if (kind === 'protocol')
+    return new HttpError(502, 'Bad Gateway', 'the application sent a response the proxy cannot relay');
+  return new HttpError(502, 'Bad Gateway', 'the application cannot be reached');
+}
+
+/** An error as a small HTML page for browsers, else the service's JSON error shape. */
+export function sendError(
+  req: IncomingMessage,
+  res: ServerResponse,
+  status: number,
+  code: string,
+  message: string,
+  headers: Record<string, string> = {},
+) {
+  const h: Record<string, string> = { 'cache-control': 'no-store', 'x-error-code': code, ...headers };
+  if (status === 302) {
+    res.writeHead(302, h);
+    return void res.end();
+  }
+  if (String(req.headers.accept ?? '').includes('text/html')) {
+    h['content-type'] = 'text/html; charset=utf-8';
+    res.writeHead(status, h);
+    res.end(
+      `<!doctype html><html><head><meta charset="utf-8"><title>${status} ${esc(code)}</title></head>` +
+        `<body><h1>${status} ${esc(code)}</h1><p>${esc(message)}</p></body></html>\n`,
+    );
+    return;
+  }
+  h['content-type'] = 'application/json';
+  res.writeHead(status, h);
+  res.end(JSON.stringify({ Status: status, Code: code, Message: message }));
+}
+
+/** Writes a whole HTTP/1.1 response on a raw socket (refused upgrades) and closes it. */
+export function rawResponse(socket: Duplex, status: number, headers: Record<string, string>, body: string) {
+  if (socket.destroyed) return;
+  const reason =
+    {
+      400: 'Bad Request',
+      401: 'Unauthorized',
+      302: 'Found',
+      404: 'Not Found',
+      502: 'Bad Gateway',
+      503: 'Service Unavailable',
+      504: 'Gateway Timeout',
+    }[status] ?? 'Error';
+  let text = `HTTP/1.1 ${status} ${reason}\r\nconnection: close\r\ncontent-length: ${Buffer.byteLength(body)}\r\n`;
+  for (const [k, v] of Object.entries(headers)) text += `${k}: ${v}\r\n`;
+  socket.end(`${text}\r\n${body}`);
+}

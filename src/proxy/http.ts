@@ -1,0 +1,120 @@
+/** What the proxy reads from and checks in client requests: paths, hosts and headers. */
+import type { IncomingMessage } from 'node:http';
+import { normalizePath } from '../config/proxy.js';
+import { HttpError } from './errors.js';
+
+/**
+ * Hop-by-hop headers (RFC 9110 7.6.1), and the framing headers the upstream client sets itself:
+ * never copied across.
+ */
+export const HOP = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'proxy-authenticate',
+  'proxy-authorization',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'content-length',
+  'upgrade',
+  'expect',
+  'http2-settings',
+]);
+/** The lengths of HOP's names: a response header of another length is kept without a lookup. */
+export const HOP_LENGTHS = new Set([...HOP].map((name) => name.length));
+
+/** Inbound headers that only the proxy may set: removed from every request, in every mode. */
+export const isReserved = (name: string) =>
+  name.startsWith('x-service-') ||
+  name === 'x-remote-user' ||
+  name.startsWith('x-forwarded-') ||
+  name === 'forwarded';
+
+export function hostOf(req: IncomingMessage): string {
+  const h = req.headers.host ?? '';
+  return /^[A-Za-z0-9.:[\]-]{1,300}$/.test(h) ? h : 'localhost';
+}
+
+/**
+ * The path (normalized, see requestPath) and the query ("" or from "?") of a request target.
+ * Only origin-form ("/path?query") is accepted: an absolute-form target ("http://host/path")
+ * would match no prefix and reach the upstream as it was sent.
+ */
+export function requestTarget(url: string | undefined): { path: string; query: string } {
+  const target = url ?? '/';
+  const q = target.indexOf('?');
+  const rawPath = q < 0 ? target : target.slice(0, q);
+  if (!rawPath.startsWith('/')) throw new HttpError(400, 'Bad Request', 'the request target must be a path');
+  return { path: requestPath(rawPath), query: q < 0 ? '' : target.slice(q) };
+}
+
+/**
+ * The path the proxy decides on and forwards: percent-encoded dots are decoded so that "%2e%2e"
+ * cannot hide a "..", dot segments are resolved, and encoded slashes or backslashes are refused
+ * (an upstream that decodes them would see another path than the one whose mode was applied).
+ */
+export function requestPath(raw: string): string {
+  if ((raw.includes('%') || raw.includes('\\')) && /%(2f|5c)|\\/i.test(raw))
+    throw new HttpError(400, 'Bad Request', 'encoded slashes and backslashes are not allowed in paths');
+  const p = raw.includes('%') ? raw.replace(/%2e/gi, '.') : raw;
+  return p.includes('/.') || p.includes('//') ? normalizePath(p) : p;
+}
+
+/** Parsed Connection header values: a handful of distinct ones ("keep-alive", "close") in practice. */
+const connectionCache = new Map<string, Set<string> | undefined>();
+
+export function connectionTokens(v: string | string[] | undefined): Set<string> | undefined {
+  if (!v) return undefined;
+  if (typeof v === 'string') {
+    if (connectionCache.has(v)) return connectionCache.get(v);
+    const set = parseConnection(v);
+    if (connectionCache.size >= 64) connectionCache.clear();
+    connectionCache.set(v, set);
+    return set;
+  }
+  return parseConnection(v.join(','));
+}
+
+export function parseConnection(text: string): Set<string> | undefined {
+  const set = new Set(
+    text
+      .split(',')
+      .map((t) => t.trim().toLowerCase())
+      .filter(Boolean),
+  );
+  return set.size ? set : undefined;
+}
+
+/** Header values are bytes: UTF-8 text is sent as its bytes; CR, LF and NUL are dropped. */
+export function headerText(v: string): string {
+  const clean = v.replace(/[\r\n\0]/g, '');
+  return /^[\x20-\x7e]*$/.test(clean) ? clean : Buffer.from(clean, 'utf8').toString('latin1');
+}
+
+export function isBrowser(req: IncomingMessage): boolean {
+  if (req.method !== 'GET' && req.method !== 'HEAD') return false;
+  return String(req.headers.accept ?? '').includes('text/html');
+}
+
+/** Only a path on this origin ("/x", never "//host" or a URL) may be returned to after sign-in. */
+export function safeReturnPath(v: string): string {
+  return v.startsWith('/') && !v.startsWith('//') && !/[\\\r\n]/.test(v) ? v : '/';
+}
+
+export function redact(url: string | undefined) {
+  return (url ?? '')
+    .replace(/([?&]access_token=)[^&#]*/gi, '$1[REDACTED]')
+    .replace(/(\/access-check\/)[^/?]+/, '$1[REDACTED]');
+}
+
+export async function readBody(req: IncomingMessage, limit: number): Promise<string> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req) {
+    size += (chunk as Buffer).length;
+    if (size > limit) throw new HttpError(413, 'Payload Too Large', `the form may be at most ${limit} bytes`);
+    chunks.push(chunk as Buffer);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
