@@ -76,7 +76,7 @@ export function connectionTokens(v: string | string[] | undefined): Set<string> 
   return parseConnection(v.join(','));
 }
 
-export function parseConnection(text: string): Set<string> | undefined {
+function parseConnection(text: string): Set<string> | undefined {
   const set = new Set(
     text
       .split(',')
