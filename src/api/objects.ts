@@ -1,8 +1,14 @@
 import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { type Access, access } from '../auth/permissions.js';
+import {
+  type Access,
+  access,
+  checkFieldRules,
+  checkPrivilegedObject,
+  FIELD_RULES,
+} from '../auth/permissions.js';
 import type { Principal } from '../auth/principal.js';
-import type { Doc } from '../objects/fields.js';
+import { type Doc, defaultOf, normalize } from '../objects/fields.js';
 import { objectTypes } from '../objects/registry.js';
 import { TENANT_ID } from '../objects/tenant.js';
 import type { ObjectType, Op } from '../objects/type.js';
@@ -80,11 +86,33 @@ export function registerObjectRoutes(app: FastifyInstance, { store }: ServiceCon
     const has = (op: Op) => type.ops.includes(op);
     const collection = `/${type.path}`;
 
-    /** With own-only access, the object must exist and be the caller's before it is changed. */
-    const requireOwn = async (req: FastifyRequest, id: string) => {
+    const rules = FIELD_RULES[type.kind];
+    const writable = type.writeOnly ? { ...type.fields, ...type.writeOnly } : type.fields;
+    const defaults: Doc = Object.fromEntries(Object.entries(type.fields).map(([k, f]) => [k, defaultOf(f)]));
+
+    /** The privilege-bearing fields of the body as they would be stored (403 naming one not allowed). */
+    const checkFields = (req: FastifyRequest, previous: Doc | undefined) => {
+      const p = principalOf(req);
+      if (!rules || p.scopes.has('admin')) return;
+      checkFieldRules(p, type.kind, normalize(writable, req.body ?? {}, previous), previous, defaults);
+    };
+
+    /**
+     * Before a change or deletion: with own-only access the object must be the caller's, and the
+     * object must not stand for privileges the caller lacks. Returns the ETag to write against: the
+     * one checked here, so the write fails (412) if the object changed after the checks.
+     */
+    const checkExisting = async (req: FastifyRequest, a: Access, id: string, ifMatch: string, op: Op) => {
       const existing = await store.get(type, id);
-      if (!existing) throw new ApiError('NotFound', `${type.kind} ${id} does not exist`);
-      checkOwner(req, type, 'own', existing.doc, id);
+      if (!existing) {
+        if (a === 'own') throw new ApiError('NotFound', `${type.kind} ${id} does not exist`);
+        return ifMatch; // the store answers 404
+      }
+      checkOwner(req, type, a, existing.doc, id);
+      if (!etagMatches(ifMatch, existing.etag, false)) return ifMatch; // the store answers 412
+      checkPrivilegedObject(principalOf(req), type.kind, id, existing.doc, op);
+      if (op === 'update') checkFields(req, existing.doc);
+      return existing.etag;
     };
 
     const get = async (req: FastifyRequest, reply: FastifyReply, id: string) => {
@@ -97,8 +125,7 @@ export function registerObjectRoutes(app: FastifyInstance, { store }: ServiceCon
 
     const update = async (req: FastifyRequest, reply: FastifyReply, id: string) => {
       const a = authorize(req, type, 'update');
-      const ifMatch = ifMatchOf(req);
-      if (a === 'own') await requireOwn(req, id);
+      const ifMatch = await checkExisting(req, a, id, ifMatchOf(req), 'update');
       const { obj, changed } = await store.update(type, id, req.body ?? {}, ifMatch, {
         userId: principalOf(req).userId,
       });
@@ -112,6 +139,7 @@ export function registerObjectRoutes(app: FastifyInstance, { store }: ServiceCon
         const bad = type.checkName(id);
         if (bad) throw new ApiError('BadRequest', `the name ${JSON.stringify(id)} ${bad}`, { field: 'id' });
       }
+      checkFields(req, undefined);
       const { obj, response } = await store.create(type, req.body ?? {}, id, {
         userId: principalOf(req).userId,
       });
@@ -123,8 +151,7 @@ export function registerObjectRoutes(app: FastifyInstance, { store }: ServiceCon
 
     const remove = async (req: FastifyRequest, reply: FastifyReply, id: string) => {
       const a = authorize(req, type, 'delete');
-      const ifMatch = ifMatchOf(req);
-      if (a === 'own') await requireOwn(req, id);
+      const ifMatch = await checkExisting(req, a, id, ifMatchOf(req), 'delete');
       await store.delete(type, id, ifMatch);
       return reply.code(204).send();
     };

@@ -1,4 +1,6 @@
-import type { Scope } from '../objects/apikey.js';
+import { ApiError } from '../api/errors.js';
+import { DEFAULT_KEY_SCOPES, type Scope } from '../objects/apikey.js';
+import type { Doc } from '../objects/fields.js';
 import type { Op } from '../objects/type.js';
 import type { Principal } from './principal.js';
 
@@ -63,4 +65,100 @@ export function access(p: Principal, kind: string, op: Op): Access | undefined {
 /** Special endpoints that are not object CRUD name the scopes that may call them. */
 export function hasAnyScope(p: Principal, scopes: readonly Scope[]): boolean {
   return p.scopes.has('admin') || scopes.some((s) => p.scopes.has(s));
+}
+
+/**
+ * Privilege-bearing fields: the matrix says who may write a type, this table says who may set or
+ * change the fields of it that grant access. Checked on the normalized body (after unknown or
+ * misspelt fields were refused), so only the declared spelling can ever be stored.
+ *   admin:        only the admin scope may set it to anything but its default on create, or change
+ *                 it on update (so demoting an administrator is admin-only too).
+ *   scopes held:  every scope listed must be one the caller holds (admin holds all); an empty
+ *                 list means the default scopes of a new key.
+ *   own user:     the caller's own user ID (empty: the caller) unless the caller is admin.
+ * docs/api.md carries this as the field-rules table; test/api/permissions.test.ts checks it.
+ */
+export type FieldRule = 'admin' | 'scopes held' | 'own user';
+
+export const FIELD_RULES: Record<string, Record<string, FieldRule>> = {
+  User: { Admin: 'admin' },
+  APIKey: { Scopes: 'scopes held', UserID: 'own user' },
+  // A code bound to a user activates that user's account.
+  ActivationCode: { UserID: 'admin' },
+  // Who may use an app through the proxy, and how the proxy authenticates them.
+  App: { AccessGroups: 'admin', ProxyAuth: 'admin' },
+  VirtualHost: { AppID: 'admin', Upstream: 'admin', Auth: 'admin' },
+  Tenant: {
+    RequireActivationCode: 'admin',
+    IntegrityRead: 'admin',
+    IntegrityWrite: 'admin',
+    IntegrityCredentials: 'admin',
+    IntegrityAdmin: 'admin',
+  },
+};
+
+/**
+ * The scopes an object stands for: to change or delete it the caller must hold them all, so a
+ * sync key cannot take over an administrator (by changing the e-mail address and recovering the
+ * account, or by disabling them) and a user cannot revoke a key more powerful than its own access.
+ * docs/api.md carries this as the privileged-objects table.
+ */
+export const PRIVILEGE_OF: Record<string, (doc: Doc) => readonly Scope[]> = {
+  User: (doc) => (doc.Admin === true ? ['admin'] : []),
+  APIKey: (doc) => (Array.isArray(doc.Scopes) ? (doc.Scopes as Scope[]) : []),
+};
+
+/** Does the principal hold every one of these scopes (admin holds all)? */
+export function holdsAll(p: Principal, scopes: readonly Scope[]): boolean {
+  return p.scopes.has('admin') || scopes.every((s) => p.scopes.has(s));
+}
+
+const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
+
+/**
+ * Checks the field rules of a write: `doc` is the normalized body, `previous` the stored object
+ * (undefined on create, when the defaults stand in for it). Throws 403 naming the field.
+ */
+export function checkFieldRules(
+  p: Principal,
+  kind: string,
+  doc: Doc,
+  previous: Doc | undefined,
+  defaults: Doc,
+): void {
+  const rules = FIELD_RULES[kind];
+  if (!rules || p.scopes.has('admin')) return;
+  for (const [name, rule] of Object.entries(rules)) {
+    const value = doc[name];
+    const before = previous ? previous[name] : defaults[name];
+    const changed = !same(value, before);
+    if (rule === 'admin' && changed) {
+      throw new ApiError('Forbidden', `only administrators may set ${kind}.${name}`, { field: name });
+    }
+    if (rule === 'scopes held' && (changed || !previous)) {
+      const list = Array.isArray(value) && value.length > 0 ? (value as Scope[]) : DEFAULT_KEY_SCOPES;
+      const missing = list.filter((s) => !p.scopes.has(s));
+      if (missing.length > 0)
+        throw new ApiError(
+          'Forbidden',
+          `${kind}.${name} may list only scopes your credentials hold; not ${missing.join(', ')}`,
+          { field: name },
+        );
+    }
+    if (rule === 'own user' && (changed || !previous)) {
+      const effective = value === '' && !previous ? p.userId : value;
+      if (p.userId === '' || effective !== p.userId)
+        throw new ApiError('Forbidden', `${kind}.${name} may name only your own user`, { field: name });
+    }
+  }
+}
+
+/** Refuses (403) a change or deletion of an object that stands for scopes the caller lacks. */
+export function checkPrivilegedObject(p: Principal, kind: string, id: string, doc: Doc, op: Op): void {
+  const scopes = PRIVILEGE_OF[kind]?.(doc) ?? [];
+  if (holdsAll(p, scopes)) return;
+  throw new ApiError(
+    'Forbidden',
+    `${kind} ${id} holds privileges your credentials lack (${scopes.join(', ')}); only a caller holding them may ${op} it`,
+  );
 }

@@ -4,6 +4,8 @@ import { ALL_OPS, type ObjectType } from './type.js';
 
 export const SCOPES = ['user', 'audit', 'sync', 'admin'] as const;
 export type Scope = (typeof SCOPES)[number];
+/** The scopes of a key created with an empty Scopes list. */
+export const DEFAULT_KEY_SCOPES: readonly Scope[] = ['user'];
 
 const ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
 
@@ -41,7 +43,7 @@ export const APIKey: ObjectType = {
   },
   prepare(ctx) {
     const scopes = ctx.doc.Scopes as string[];
-    if (scopes.length === 0) ctx.doc.Scopes = ['user'];
+    if (scopes.length === 0) ctx.doc.Scopes = [...DEFAULT_KEY_SCOPES];
     if (ctx.isCreate) {
       if (ctx.doc.UserID === '' && ctx.actor) ctx.doc.UserID = ctx.actor.userId;
       const key = generateApiKey();

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ErrorCodes } from '../../src/api/errors.js';
+import { FIELD_RULES, PRIVILEGE_OF } from '../../src/auth/permissions.js';
 import { renderFieldDocs } from '../../src/objects/docs.js';
 import { objectTypes } from '../../src/objects/registry.js';
 import { docSection, docTable } from '../docs.js';
@@ -21,5 +22,27 @@ describe('docs/api.md', () => {
     const listed = rows.map((r) => `${r[0]} ${r[1]}`).sort();
     const expected = objectTypes.flatMap((t) => t.ops.map((op) => `${t.kind} ${op}`)).sort();
     expect(listed).toEqual(expected);
+  });
+
+  it('has a field-rules row for every privilege-bearing field, with its rule (FIELD_RULES)', () => {
+    const listed = docTable('field-rules')
+      .map((r) => `${r[0]} ${r[1]} ${r[2]}`)
+      .sort();
+    const expected = Object.entries(FIELD_RULES)
+      .flatMap(([kind, fields]) => Object.entries(fields).map(([name, rule]) => `${kind} ${name} ${rule}`))
+      .sort();
+    expect(listed).toEqual(expected);
+    for (const [kind, name] of docTable('field-rules')) {
+      expect(objectTypes.find((t) => t.kind === kind)?.fields, `${kind}.${name}`).toHaveProperty([
+        name as string,
+      ]);
+    }
+  });
+
+  it('has a privileged-objects row for every type that stands for privileges (PRIVILEGE_OF)', () => {
+    const listed = docTable('privileged-objects')
+      .map((r) => r[0])
+      .sort();
+    expect(listed).toEqual(Object.keys(PRIVILEGE_OF).sort());
   });
 });

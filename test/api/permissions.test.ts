@@ -147,4 +147,150 @@ describe.each(backends())('the permission matrix of docs/api.md holds on %s', (b
       });
     }
   }
+
+  /** A value of each privilege-bearing field that grants access (test/api/docs.test.ts wants one per rule). */
+  const privilegedValue = (kind: string, field: string, me: { userId: string }): unknown => {
+    const other = me.userId === s.adminId ? who.user!.userId : s.adminId;
+    const values: Record<string, unknown> = {
+      'User.Admin': true,
+      'APIKey.Scopes': ['admin'],
+      'APIKey.UserID': other,
+      'ActivationCode.UserID': other,
+      'App.AccessGroups': ['g-ops'],
+      'App.ProxyAuth': 'none',
+      'VirtualHost.AppID': 'app-other',
+      'VirtualHost.Upstream': 'http://10.9.8.7:8080',
+      'VirtualHost.Auth': 'none',
+      'Tenant.RequireActivationCode': true,
+      'Tenant.IntegrityRead': 3,
+      'Tenant.IntegrityWrite': 3,
+      'Tenant.IntegrityCredentials': 3,
+      'Tenant.IntegrityAdmin': 4,
+    };
+    expect(Object.hasOwn(values, `${kind}.${field}`), `a privileged value for ${kind}.${field}`).toBe(true);
+    return values[`${kind}.${field}`];
+  };
+
+  const expectCell = (
+    res: { statusCode: number; body: string; headers: Record<string, unknown> },
+    cell: string,
+    ok: number[],
+  ) => {
+    if (cell === 'yes') expect(ok, res.body).toContain(res.statusCode);
+    else {
+      expect(cell).toBe('no');
+      expect(res.statusCode, res.body).toBe(403);
+      expect(res.headers['x-error-code']).toBe('Forbidden');
+    }
+  };
+
+  // Cells: [type, field, rule, user, audit, sync, admin]: may the scope set the field to a value that grants access?
+  for (const [kind, field, , ...cells] of docTable('field-rules')) {
+    for (const [i, scope] of SCOPES.entries()) {
+      const cell = cells[i] as string;
+      it(`${kind}.${field} set with scope ${scope}: ${cell}`, async () => {
+        const type = typeByKind.get(kind as string)!;
+        const me = who[scope]!;
+        const value = privilegedValue(type.kind, field as string, me);
+        if (type.ops.includes('create')) {
+          n++;
+          const body = { ...createBody(type.kind, n), [field as string]: value };
+          const res =
+            type.identity === 'named'
+              ? await s.req({
+                  method: 'POST',
+                  url: `/${type.path}/f${n}.example.com`,
+                  payload: body,
+                  key: me.key,
+                })
+              : await s.req({ method: 'POST', url: `/${type.path}`, payload: body, key: me.key });
+          expectCell(res, cell, [201]);
+          if (cell === 'no' && access(me.key, type, 'create')) expect(res.json().Field).toBe(field);
+        }
+        // An update of an object the scope may otherwise change: its own User, or one it could create.
+        const target =
+          type.identity === 'singleton'
+            ? { id: 'tenant' }
+            : type.kind === 'User'
+              ? { id: me.userId === s.adminId ? who.user!.userId : me.userId }
+              : await makeObject(type, me.userId);
+        const url = type.identity === 'singleton' ? `/${type.path}` : `/${type.path}/${target.id}`;
+        const current = await s.req({ method: 'GET', url });
+        const res = await s.req({
+          method: 'PUT',
+          url,
+          payload: { ...(current.json() as object), [field as string]: value },
+          headers: { 'if-match': current.headers.etag as string },
+          key: me.key,
+        });
+        expectCell(res, cell, [204]);
+        if (cell === 'no' && access(me.key, type, 'update')) expect(res.json().Field).toBe(field);
+        const after = await s.req({ method: 'GET', url });
+        if (cell === 'no') expect(after.json()[field as string]).toEqual(current.json()[field as string]);
+        else if (type.kind === 'User') {
+          // Put the user back, so the other cells see a plain user.
+          await s.req({
+            method: 'PUT',
+            url,
+            payload: { ...(after.json() as object), Admin: false },
+            headers: { 'if-match': after.headers.etag as string },
+          });
+        }
+      });
+    }
+  }
+
+  /** Whether the matrix lets the key's scopes do this at all (field rules apply only then). */
+  function access(key: string, type: ObjectType, op: string): boolean {
+    const scope = SCOPES.find((sc) => who[sc]?.key === key)!;
+    if (scope === 'admin') return true;
+    const row = docTable('permissions').find((r) => r[0] === type.kind && r[1] === op);
+    return row !== undefined && row[2 + SCOPES.indexOf(scope)] !== 'no';
+  }
+
+  /** Objects that stand for privileges: an administrator, and an admin key (of the caller's own user). */
+  async function privilegedObject(kind: string, me: { userId: string }): Promise<{ url: string }> {
+    if (kind === 'User') {
+      n++;
+      const u = await s.req({
+        method: 'POST',
+        url: '/users',
+        payload: { Email: `adm${n}@example.com`, Admin: true },
+      });
+      expect(u.statusCode, u.body).toBe(201);
+      return { url: `/users/${u.headers['x-id']}` };
+    }
+    expect(kind).toBe('APIKey');
+    const k = await s.req({
+      method: 'POST',
+      url: '/apikeys',
+      payload: { Scopes: ['admin'], UserID: me.userId === '' ? s.adminId : me.userId },
+    });
+    expect(k.statusCode, k.body).toBe(201);
+    return { url: `/apikeys/${k.headers['x-id']}` };
+  }
+
+  // Cells: [type, when, user, audit, sync, admin]: may the scope change or delete such an object?
+  for (const [kind, , ...cells] of docTable('privileged-objects')) {
+    for (const [i, scope] of SCOPES.entries()) {
+      const cell = cells[i] as string;
+      for (const op of ['update', 'delete'] as const) {
+        it(`privileged ${kind} ${op} with scope ${scope}: ${cell}`, async () => {
+          const me = who[scope]!;
+          const { url } = await privilegedObject(kind as string, me);
+          const current = await s.req({ method: 'GET', url });
+          const headers = { 'if-match': current.headers.etag as string };
+          const body = current.json();
+          if (kind === 'User') body.Email = `taken-${n}@example.com`;
+          else body.Name = 'renamed';
+          const res =
+            op === 'update'
+              ? await s.req({ method: 'PUT', url, payload: body, headers, key: me.key })
+              : await s.req({ method: 'DELETE', url, headers, key: me.key });
+          expectCell(res, cell, op === 'update' ? [204] : [204]);
+          if (cell === 'no') expect((await s.req({ method: 'GET', url })).json()).toEqual(current.json());
+        });
+      }
+    }
+  }
 });
