@@ -1,5 +1,5 @@
 import type { ServerResponse } from 'node:http';
-import { type HttpError, upstreamError } from './errors.js';
+import { HttpError, upstreamError } from './errors.js';
 import { connectionTokens, HOP, HOP_LENGTHS } from './http.js';
 import type { Exchange, ResponseSink, UpstreamError } from './upstream/pool.js';
 import type { ResponseHead } from './upstream/response.js';
@@ -17,21 +17,8 @@ export class Relay implements ResponseSink {
     private readonly fail: (e: HttpError) => void,
   ) {}
 
-  onHead({ status, headers, connection }: ResponseHead) {
-    const connTokens = connectionTokens(connection);
-    const out: string[] = [];
-    for (let i = 0; i < headers.length; i += 2) {
-      const name = headers[i] as string;
-      // Only names as long as a hop-by-hop one can be one (or any, if Connection lists more).
-      if (connTokens !== undefined || HOP_LENGTHS.has(name.length)) {
-        const lower = name.toLowerCase();
-        // Content-Length stays: it is the response's framing towards the client too.
-        if ((HOP.has(lower) && lower !== 'content-length') || connTokens?.has(lower)) continue;
-      }
-      out.push(name, headers[i + 1] as string);
-    }
-    if (this.extraCookies) for (const c of this.extraCookies) out.push('set-cookie', c);
-    this.res.writeHead(status, out);
+  onHead(head: ResponseHead) {
+    this.res.writeHead(head.status, endToEndHeaders(head, this.extraCookies));
   }
 
   onData(chunk: Buffer): boolean {
@@ -46,10 +33,51 @@ export class Relay implements ResponseSink {
 
   onError(err: UpstreamError, responded: boolean) {
     if (!responded) {
-      const out = upstreamError(err);
-      out.cause = err.message;
+      const out = upstreamFailure(err);
+      // The request's body was cut short: the connection cannot carry another request.
+      if (err.kind === 'body-idle') this.res.setHeader('connection', 'close');
+      if (err.kind === 'busy') this.res.setHeader('retry-after', RETRY_AFTER_S);
       return this.fail(out);
     }
     this.res.destroy();
   }
+}
+
+/** Seconds a client is asked to wait after a 503 for want of an upstream connection. */
+export const RETRY_AFTER_S = '5';
+
+/** A failed exchange as the client sees it (the pool's own limits, then upstreamError). */
+export function upstreamFailure(err: UpstreamError): HttpError {
+  let out: HttpError;
+  if (err.kind === 'busy')
+    out = new HttpError(503, 'Service Unavailable', 'the application is busy: try again shortly');
+  else if (err.kind === 'body-idle')
+    out = new HttpError(408, 'Request Timeout', 'the request body stopped arriving');
+  else out = upstreamError(err);
+  out.cause = err.message;
+  return out;
+}
+
+/**
+ * The response headers passed to the client: hop-by-hop ones (and those Connection names) are
+ * dropped, Content-Length stays (it is the framing towards the client too), `extraCookies` are
+ * added.
+ */
+export function endToEndHeaders(
+  { headers, connection }: ResponseHead,
+  extraCookies: string[] | undefined,
+): string[] {
+  const connTokens = connectionTokens(connection);
+  const out: string[] = [];
+  for (let i = 0; i < headers.length; i += 2) {
+    const name = headers[i] as string;
+    // Only names as long as a hop-by-hop one can be one (or any, if Connection lists more).
+    if (connTokens !== undefined || HOP_LENGTHS.has(name.length)) {
+      const lower = name.toLowerCase();
+      if ((HOP.has(lower) && lower !== 'content-length') || connTokens?.has(lower)) continue;
+    }
+    out.push(name, headers[i + 1] as string);
+  }
+  if (extraCookies) for (const c of extraCookies) out.push('set-cookie', c);
+  return out;
 }

@@ -40,6 +40,14 @@ export interface StartProxyOptions {
   /** For tests: a back channel other than HTTP to auth.server. */
   backend?: AuthBackend;
   upstreamTimeoutMs?: number;
+  /** A client must send its whole request head within this time: else 408 (default 30 s). */
+  headersTimeoutMs?: number;
+  /** A request body that pauses this long between two chunks is cut off: 408 (default 30 s). */
+  bodyIdleTimeoutMs?: number;
+  /** A request waits this long at most for an upstream connection: else 503 (default 10 s). */
+  queueTimeoutMs?: number;
+  /** Upstream connections per upstream origin (default 256). */
+  upstreamConnections?: number;
   cookieTtlS?: number;
   /** Skip the start-up registration (tests that have no service). */
   register?: boolean;
@@ -84,16 +92,26 @@ export async function startProxy(config: ProxyConfig, opts: StartProxyOptions): 
     cookieKey: cookieKey.key,
     secure: config.proxy.tls,
     upstreamTimeoutMs: opts.upstreamTimeoutMs,
+    bodyIdleTimeoutMs: opts.bodyIdleTimeoutMs,
+    queueTimeoutMs: opts.queueTimeoutMs,
+    upstreamConnections: opts.upstreamConnections,
     cookieTtlS: opts.cookieTtlS,
   });
   if (proxy.tokenProblem) log.error({ reason: proxy.tokenProblem }, 'the proxy cannot authenticate users');
 
+  const headersTimeoutMs = opts.headersTimeoutMs ?? 30_000;
+  // Node checks the headers timeout only this often (30 s by default, doubling the bound).
+  const timing = {
+    headersTimeout: headersTimeoutMs,
+    connectionsCheckingInterval: Math.max(100, Math.min(5_000, Math.floor(headersTimeoutMs / 4))),
+  };
   const server = tlsManager
-    ? https.createServer({ ...tlsManager.serverOptions() }, proxy.handler)
-    : http.createServer(proxy.handler);
+    ? https.createServer({ ...tlsManager.serverOptions(), ...timing }, proxy.handler)
+    : http.createServer(timing, proxy.handler);
   server.keepAliveTimeout = 65_000;
-  server.requestTimeout = 0; // long uploads and streams are the application's business
-  server.headersTimeout = 30_000;
+  // Not the whole request: long uploads are fine as long as the body keeps coming (the upstream
+  // pool's body idle timeout); the head must come within headersTimeout.
+  server.requestTimeout = 0;
   server.on('upgrade', proxy.upgrade);
   server.on('clientError', (_err, socket) => {
     if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\n\r\n');

@@ -31,7 +31,8 @@ import {
 } from './http.js';
 import { BACKCHANNEL, PROXY_PATHS, PROXY_TOKEN_PATTERN, type WireIdentity } from './protocol.js';
 import { Relay } from './relay.js';
-import { connectTo, readyEvent, UpstreamPool, type UpstreamTarget, upstreamTarget } from './upstream/pool.js';
+import { declaresBody, isWebsocketUpgrade, rawError, UpgradeRelay } from './upgrade.js';
+import { UpstreamPool, type UpstreamTarget, upstreamTarget } from './upstream/pool.js';
 
 export interface Identified {
   identity: WireIdentity;
@@ -59,6 +60,12 @@ export interface ProxyOptions {
   secure: boolean;
   /** No response headers from the upstream within this time: 504. */
   upstreamTimeoutMs?: number;
+  /** A request waits this long at most for an upstream connection (all busy): then 503. */
+  queueTimeoutMs?: number;
+  /** A request body that pauses this long between two chunks is cut off: 408. */
+  bodyIdleTimeoutMs?: number;
+  /** Upstream connections per upstream origin (default 256). */
+  upstreamConnections?: number;
   /** Lifetime of the signed session cookie (seconds). */
   cookieTtlS?: number;
 }
@@ -103,9 +110,11 @@ export class AccessProxy {
     const timeout = opts.upstreamTimeoutMs ?? 60_000;
     this.pool = new UpstreamPool({
       keepAliveMs: 30_000,
-      connections: 256,
+      connections: opts.upstreamConnections ?? 256,
       headersTimeoutMs: timeout,
       connectTimeoutMs: Math.min(timeout, 10_000),
+      queueTimeoutMs: opts.queueTimeoutMs,
+      bodyIdleTimeoutMs: opts.bodyIdleTimeoutMs,
     });
   }
 
@@ -236,18 +245,26 @@ export class AccessProxy {
   }
 
   readonly upgrade = (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    socket.on('error', () => socket.destroy());
     this.handleUpgrade(req, socket, head).catch((e: unknown) => {
       const err = e instanceof HttpError ? e : upstreamError(e);
       if (!(e instanceof HttpError)) this.log.warn({ err: String(e) }, 'websocket upgrade failed');
-      rawResponse(socket, err.status, { 'content-type': 'text/plain; charset=utf-8' }, `${err.message}\n`);
+      rawError(socket, err);
     });
   };
 
+  /**
+   * An upgrade request, authenticated like any request. A websocket handshake goes upstream
+   * asking for websocket and becomes a tunnel only on a 101 naming it; any other Upgrade is
+   * forwarded as an ordinary request without it. Either way a non-101 answer is relayed and the
+   * client connection closed (src/proxy/upgrade.ts).
+   */
   private async handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer) {
-    socket.on('error', () => socket.destroy());
     const { path, query } = requestTarget(req.url);
     this.learnHost(req);
     if (path.startsWith(PROXY_PATHS.base)) throw new HttpError(404, 'Not Found', 'no websocket here');
+    // Node passes the body of an upgrade request on unframed, as if it were tunnel data.
+    if (declaresBody(req)) throw new HttpError(400, 'Bad Request', 'an upgrade request cannot have a body');
     const route = routeFor(this.config, path, this.routes.defaultsFor(req.headers.host));
     const auth = await this.authenticate(req, route.auth);
     if (!auth.ok) {
@@ -259,35 +276,37 @@ export class AccessProxy {
       );
       return;
     }
+    if (socket.destroyed) return;
     const token = newToken();
     const origin = this.originOf(req);
     this.inflight.set(token, { identity: auth.who?.identity, origin });
     const up = this.upstream(route.upstream);
-    const { target } = up;
-    const upgrade = headerText(String(req.headers.upgrade ?? 'websocket'));
-    const lines =
-      `${req.method} ${up.base}${path}${query} HTTP/1.1\r\n` +
-      `${this.upstreamHeaders(req, auth.who, token, origin, target)}connection: Upgrade\r\nupgrade: ${upgrade}\r\n`;
-    const conn = connectTo(target);
-    await new Promise<void>((resolve, reject) => {
-      conn.once(readyEvent(target), () => resolve());
-      conn.once('error', reject);
-    }).catch((e: unknown) => {
-      this.inflight.delete(token);
-      throw e;
-    });
-    conn.write(`${lines}\r\n`);
-    if (head.length) conn.write(head);
-    conn.once('data', () => this.inflight.delete(token));
-    const end = () => {
-      this.inflight.delete(token);
-      conn.destroy();
-      socket.destroy();
-    };
-    conn.on('error', end);
-    conn.on('close', end);
-    socket.on('close', end);
-    socket.pipe(conn).pipe(socket);
+    const websocket = isWebsocketUpgrade(req);
+    let lines = `${req.method} ${up.base}${path}${query} HTTP/1.1\r\n${this.upstreamHeaders(req, auth.who, token, origin, up.target)}`;
+    if (websocket) lines += 'connection: Upgrade\r\nupgrade: websocket\r\n';
+    const cookies = [
+      ...(auth.who?.setCookie ? [auth.who.setCookie] : []),
+      ...(auth.clearCookie ? [this.cookie(COOKIE_NAME, '', 0)] : []),
+    ];
+    const relay = new UpgradeRelay(
+      socket,
+      head,
+      websocket,
+      cookies.length > 0 ? cookies : undefined,
+      () => this.inflight.delete(token),
+      this.log,
+    );
+    relay.exchange = this.pool.request(
+      {
+        target: up.target,
+        method: req.method ?? 'GET',
+        head: lines,
+        body: null,
+        contentLength: undefined,
+        upgrade: websocket,
+      },
+      relay,
+    );
   }
 
   // ---- identity -----------------------------------------------------------------------------

@@ -38,12 +38,22 @@ export interface UpstreamRequest {
   body: Readable | null;
   /** The body's length (Content-Length); undefined with a body: sent chunked. */
   contentLength: number | undefined;
+  /**
+   * The head asks to switch protocols (a websocket handshake): a 101 answer then takes the
+   * connection out of the pool and hands it to `ResponseSink.onSwitch`. Without it a 101 is a
+   * protocol error.
+   */
+  upgrade?: boolean;
 }
 
-/** Why an exchange failed: `timeout` is a 504 to the client, everything else a 502. */
+/**
+ * Why an exchange failed: `timeout` (no response head in time) is a 504 to the client, `busy`
+ * (no connection became free in time) a 503, `body-idle` (the client stopped sending its request
+ * body) a 408, everything else a 502.
+ */
 export class UpstreamError extends Error {
   constructor(
-    readonly kind: 'connect' | 'timeout' | 'protocol' | 'closed',
+    readonly kind: 'connect' | 'timeout' | 'protocol' | 'closed' | 'busy' | 'body-idle',
     message: string,
   ) {
     super(message);
@@ -60,6 +70,12 @@ export interface ResponseSink {
   onEnd(): void;
   /** The exchange failed; `responded` says whether onHead was already called. */
   onError(err: UpstreamError, responded: boolean): void;
+  /**
+   * The upstream switched protocols (101) on a request with `upgrade`: the socket is no longer
+   * the pool's, `rest` holds the bytes that followed the 101 head. The sink must take the socket
+   * (and its errors) over at once.
+   */
+  onSwitch?(head: ResponseHead, socket: net.Socket, rest: Buffer): void;
 }
 
 export interface PoolOptions {
@@ -70,6 +86,13 @@ export interface PoolOptions {
   /** No response head this long after the request was sent: 504. */
   headersTimeoutMs?: number;
   connectTimeoutMs?: number;
+  /** A request waits this long at most for a connection (all `connections` busy): then `busy`. */
+  queueTimeoutMs?: number;
+  /**
+   * The request body may pause this long at most between two chunks (not counting time the
+   * upstream is not reading it): then `body-idle`.
+   */
+  bodyIdleTimeoutMs?: number;
 }
 
 /** Methods whose request, sent on a connection the server had just closed, may be sent again. */
@@ -85,6 +108,12 @@ export class Exchange {
   requestSent = false;
   /** When the request was completely written (headers timeout); 0 before. */
   sentAt = 0;
+  /** When it joined the queue for a connection (queue timeout). */
+  queuedAt = 0;
+  /** When the last request body chunk came (body idle timeout); 0 without a body. */
+  bodyActiveAt = 0;
+  /** The body is paused because the upstream is not reading: the client is not idle then. */
+  bodyBlocked = false;
   retried = false;
   private detachBody: (() => void) | undefined;
 
@@ -120,8 +149,10 @@ export class Exchange {
     }
     const body = req.body;
     const chunked = req.contentLength === undefined;
+    this.bodyActiveAt = Date.now();
     const onData = (chunk: Buffer) => {
       if (chunk.length === 0) return;
+      this.bodyActiveAt = Date.now();
       let ok: boolean;
       if (chunked) {
         socket.cork();
@@ -132,7 +163,12 @@ export class Exchange {
       } else ok = socket.write(chunk);
       if (!ok) {
         body.pause();
-        socket.once('drain', () => body.resume());
+        this.bodyBlocked = true;
+        socket.once('drain', () => {
+          this.bodyBlocked = false;
+          this.bodyActiveAt = Date.now();
+          body.resume();
+        });
       }
     };
     const onEnd = () => {
@@ -170,6 +206,10 @@ class Connection {
   completed = false;
   /** When it last became idle; idle connections are closed after the pool's keep-alive time. */
   idleSince = 0;
+  /** The 101 head, once the upstream switched protocols (set inside the parser). */
+  switched: ResponseHead | undefined;
+  /** Removes the pool's socket listeners (when the socket leaves the pool after a 101). */
+  unlisten: (() => void) | undefined;
   /** Not to be reused from then on: the server's Keep-Alive hint, less a second in hand. */
   expiresAt = Number.POSITIVE_INFINITY;
 
@@ -181,6 +221,12 @@ class Connection {
     this.parser = new ResponseParser({
       onHead(head: ResponseHead) {
         const ex = conn.exchange;
+        // The parser passes a 101 only to a request with `upgrade`; acted on after it returns.
+        if (ex && head.status === 101) {
+          ex.responded = true;
+          conn.switched = head;
+          return;
+        }
         if (!ex || head.status < 200) return;
         if (head.keepAliveTimeoutS !== undefined)
           conn.expiresAt = Date.now() + Math.max(0, head.keepAliveTimeoutS * 1000 - 1000);
@@ -211,6 +257,8 @@ export class UpstreamPool {
   private readonly keepAliveMs: number;
   private readonly headersTimeoutMs: number;
   private readonly connectTimeoutMs: number;
+  private readonly queueTimeoutMs: number;
+  private readonly bodyIdleTimeoutMs: number;
   private readonly sweeper: NodeJS.Timeout;
   private closed = false;
 
@@ -219,8 +267,11 @@ export class UpstreamPool {
     this.keepAliveMs = opts.keepAliveMs ?? 30_000;
     this.headersTimeoutMs = opts.headersTimeoutMs ?? 60_000;
     this.connectTimeoutMs = opts.connectTimeoutMs ?? 10_000;
+    this.queueTimeoutMs = opts.queueTimeoutMs ?? 10_000;
+    this.bodyIdleTimeoutMs = opts.bodyIdleTimeoutMs ?? 30_000;
     // One timer for every connection's time limits, instead of timers per request.
-    const every = Math.max(50, Math.min(1000, Math.floor(this.headersTimeoutMs / 4)));
+    const shortest = Math.min(this.headersTimeoutMs, this.queueTimeoutMs, this.bodyIdleTimeoutMs);
+    const every = Math.max(50, Math.min(1000, Math.floor(shortest / 4)));
     this.sweeper = setInterval(() => this.sweep(), every);
     this.sweeper.unref();
   }
@@ -274,6 +325,7 @@ export class UpstreamPool {
     }
     if (!conn) {
       if (origin.all.size >= this.max) {
+        ex.queuedAt = Date.now();
         origin.waiting.push(ex);
         return;
       }
@@ -285,7 +337,7 @@ export class UpstreamPool {
   private start(conn: Connection, ex: Exchange) {
     conn.exchange = ex;
     ex.conn = conn;
-    conn.parser.start(ex.req.method === 'HEAD');
+    conn.parser.start(ex.req.method === 'HEAD', ex.req.upgrade === true);
     ex.send(conn.socket);
   }
 
@@ -303,17 +355,14 @@ export class UpstreamPool {
       connected = true;
       clearTimeout(timer);
     });
-    socket.on('data', (data: Buffer) => this.onData(conn, data));
-    socket.on('end', () => {
+    const onData = (data: Buffer) => this.onData(conn, data);
+    const onEnd = () => {
       // The server closed its side: the end of a close-delimited body, or of the connection.
       if (conn.exchange && conn.parser.eof()) this.release(conn, false);
       socket.destroy();
-    });
+    };
     let failure: Error | undefined;
-    socket.on('error', (e) => {
-      failure = e;
-    });
-    socket.once('close', () => {
+    const onClose = () => {
       clearTimeout(timer);
       origin.all.delete(conn);
       const i = origin.idle.indexOf(conn);
@@ -338,7 +387,20 @@ export class UpstreamPool {
         } else this.end(ex, closedError(failure, connected));
       }
       this.next(origin);
+    };
+    socket.on('data', onData);
+    socket.on('end', onEnd);
+    // Stays after a 101 too: the socket's new owner adds its own; this one only records.
+    socket.on('error', (e) => {
+      failure = e;
     });
+    socket.once('close', onClose);
+    conn.unlisten = () => {
+      clearTimeout(timer);
+      socket.off('data', onData);
+      socket.off('end', onEnd);
+      socket.off('close', onClose);
+    };
     return conn;
   }
 
@@ -359,7 +421,25 @@ export class UpstreamPool {
       this.end(conn.exchange, err);
       return;
     }
-    if (conn.completed) this.release(conn, used < data.length);
+    if (conn.switched) this.switchProtocols(conn, conn.switched, data.subarray(used));
+    else if (conn.completed) this.release(conn, used < data.length);
+  }
+
+  /** The upstream answered 101: the connection leaves the pool and goes to the exchange's sink. */
+  private switchProtocols(conn: Connection, head: ResponseHead, rest: Buffer) {
+    const ex = conn.exchange as Exchange;
+    conn.exchange = undefined;
+    conn.switched = undefined;
+    ex.conn = undefined;
+    ex.finished = true;
+    conn.unlisten?.();
+    conn.origin.all.delete(conn);
+    if (ex.sink.onSwitch) ex.sink.onSwitch(head, conn.socket, rest);
+    else {
+      conn.socket.destroy();
+      ex.sink.onError(new UpstreamError('protocol', 'the upstream switched protocols unasked'), true);
+    }
+    this.next(conn.origin);
   }
 
   /** The response ended: hand the connection to the next request, keep it idle, or close it. */
@@ -370,7 +450,10 @@ export class UpstreamPool {
     ex.conn = undefined;
     ex.finished = true;
     ex.stopBody();
-    const reusable = conn.parser.reusable && ex.requestSent && !extraBytes && !this.closed;
+    // A connection that carried an upgrade request is not reused even when it was refused: an
+    // upstream that switched without saying so would take the next user's request as tunnel data.
+    const reusable =
+      conn.parser.reusable && ex.requestSent && !extraBytes && !this.closed && ex.req.upgrade !== true;
     ex.sink.onEnd();
     if (!reusable || conn.socket.destroyed) {
       conn.socket.destroy();
@@ -412,15 +495,32 @@ export class UpstreamPool {
     }
   }
 
-  /** Headers timeouts of requests in flight and the idle time of kept-alive connections. */
+  /**
+   * The time limits: requests waiting too long for a connection, request bodies that stopped
+   * coming, response heads that do not come, kept-alive connections idle too long.
+   */
   private sweep() {
     const now = Date.now();
     for (const origin of this.origins.values()) {
+      // The queue is in arrival order: the ones waiting longest are first.
+      const { waiting } = origin;
+      while (waiting.length > 0 && now - (waiting[0] as Exchange).queuedAt > this.queueTimeoutMs)
+        this.end(
+          waiting[0] as Exchange,
+          new UpstreamError('busy', 'no connection to the upstream became free in time'),
+        );
       for (const conn of origin.all) {
         const ex = conn.exchange;
         if (ex) {
           if (!ex.responded && ex.sentAt !== 0 && now - ex.sentAt > this.headersTimeoutMs)
             this.end(ex, new UpstreamError('timeout', 'the upstream did not answer in time'));
+          else if (
+            !ex.requestSent &&
+            !ex.bodyBlocked &&
+            ex.bodyActiveAt !== 0 &&
+            now - ex.bodyActiveAt > this.bodyIdleTimeoutMs
+          )
+            this.end(ex, new UpstreamError('body-idle', 'the client stopped sending the request body'));
         } else if (now - conn.idleSince > this.keepAliveMs || conn.expiresAt <= now) conn.socket.destroy();
       }
     }

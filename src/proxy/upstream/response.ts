@@ -61,14 +61,21 @@ export class ResponseParser {
   private trailerBytes = 0;
   private noBody = false;
   private keepAlive = false;
+  /** The request asked to switch protocols: a 101 is then a final head, not an error. */
+  private upgrade = false;
 
   constructor(private readonly events: ResponseEvents) {}
 
-  /** Expect a new response; `noBody` for responses to HEAD. */
-  start(noBody: boolean) {
+  /**
+   * Expect a new response; `noBody` for responses to HEAD; `upgrade` when the request asked to
+   * switch protocols. A 101 then ends the response at its head: `feed` returns the bytes that
+   * follow it unread (they belong to the new protocol), and `onEnd` is not called.
+   */
+  start(noBody: boolean, upgrade = false) {
     this.state = State.Head;
     this.partial = undefined;
     this.noBody = noBody;
+    this.upgrade = upgrade;
   }
 
   /** Whether the final response is complete (bytes fed after it are the server's error). */
@@ -239,7 +246,8 @@ export class ResponseParser {
       }
     }
     if (chunked && length !== undefined) throw bad('both Content-Length and Transfer-Encoding were sent');
-    if (code === 101) throw bad('101 Switching Protocols to a request that did not ask to switch');
+    if (code === 101 && !this.upgrade)
+      throw bad('101 Switching Protocols to a request that did not ask to switch');
     const informational = code < 200;
     const bodyless = informational || code === 204 || code === 304 || this.noBody;
     const untilClose = !bodyless && !chunked && length === undefined;
@@ -252,6 +260,13 @@ export class ResponseParser {
     };
     this.keepAlive = head.keepAlive;
     this.events.onHead(head);
+    if (code === 101) {
+      // The connection is no longer HTTP: what follows is not this parser's to read.
+      this.keepAlive = false;
+      this.state = State.Done;
+      this.partial = undefined;
+      return;
+    }
     if (informational) {
       this.state = State.Head;
       return;
