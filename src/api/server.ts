@@ -11,6 +11,7 @@ import { unauthenticated } from '../auth/apikeys.js';
 import { authenticate } from '../auth/authenticate.js';
 import type { Principal } from '../auth/principal.js';
 import { splitList } from '../config/server.js';
+import { redactUrl } from '../core/redact.js';
 import type { ServiceContext } from './context.js';
 import { ApiError, type ErrorKind, isApiError } from './errors.js';
 import { registrars } from './routes.js';
@@ -42,9 +43,6 @@ const FASTIFY_ERRORS: Record<string, ErrorKind> = {
   FST_ERR_CTP_EMPTY_JSON_BODY: 'InvalidJSON',
   FST_ERR_CTP_INVALID_CONTENT_LENGTH: 'BadRequest',
 };
-
-/** Strips access_token values from a URL before it is logged. */
-export const redactUrl = (url: string) => url.replace(/([?&]access_token=)[^&#]*/gi, '$1[REDACTED]');
 
 /** One log line per request, when it completes, with the request id and no secrets. */
 class RequestLog extends LogController {

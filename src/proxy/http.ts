@@ -1,6 +1,7 @@
 /** What the proxy reads from and checks in client requests: paths, hosts and headers. */
 import type { IncomingMessage } from 'node:http';
 import { normalizePath } from '../config/proxy.js';
+import { redactUrl } from '../core/redact.js';
 import { HttpError } from './errors.js';
 
 /**
@@ -102,10 +103,12 @@ export function safeReturnPath(v: string): string {
   return v.startsWith('/') && !v.startsWith('//') && !/[\\\r\n]/.test(v) ? v : '/';
 }
 
+/**
+ * A request target fit for the log: access_token and anything shaped like a key or proxy token
+ * redacted in any encoding (src/core/redact.ts), and the one-time token of an access-check URL.
+ */
 export function redact(url: string | undefined) {
-  return (url ?? '')
-    .replace(/([?&]access_token=)[^&#]*/gi, '$1[REDACTED]')
-    .replace(/(\/access-check\/)[^/?]+/, '$1[REDACTED]');
+  return redactUrl(url ?? '').replace(/(\/access-check\/)[^/?]+/, '$1[REDACTED]');
 }
 
 export async function readBody(req: IncomingMessage, limit: number): Promise<string> {
