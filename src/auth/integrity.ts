@@ -11,7 +11,7 @@ export const Level = {
   None: 0,
   /** An e-mail address named the user (POST /auth/email): nothing proven yet. */
   Identified: 1,
-  /** One factor proven (password, PIN, TOTP, backup code, activation code). */
+  /** One factor proven (password, PIN, TOTP, backup code), or an enrolment invitation (activation code). */
   OneFactor: 2,
   /** Factors of two different kinds proven (something known + something held). */
   TwoFactors: 3,
@@ -21,25 +21,49 @@ export const Level = {
 export type IntegrityLevel = (typeof Level)[keyof typeof Level];
 export const LEVEL_NAMES = ['none', 'identified', 'one factor', 'two factors', 'hardware-backed'];
 
-/** What kind of proof each factor is; two different kinds make two factors. */
-export type FactorKind = 'knowledge' | 'possession' | 'hardware' | 'delegated';
+/**
+ * What kind of proof each factor is; two different kinds make two factors. 'invitation' is an
+ * activation code: it proves an enrolment invitation, not the person, so it lifts a session to
+ * OneFactor on its own (enough to enrol and activate) and never combines into TwoFactors.
+ */
+export type FactorKind = 'knowledge' | 'possession' | 'hardware' | 'delegated' | 'invitation';
 export const FACTOR_KINDS: Record<string, FactorKind> = {
   password: 'knowledge',
   pin: 'knowledge',
   totp: 'possession',
   backup: 'possession',
-  activation_code: 'possession',
+  activation_code: 'invitation',
 };
+
+/** The level that proofs of these kinds earn together (invitations excluded: see FactorKind). */
+export function levelOfKinds(kinds: Iterable<FactorKind | undefined>): number {
+  const real = new Set([...kinds].filter((k) => k !== undefined && k !== 'invitation'));
+  if (real.has('hardware')) return Level.Hardware;
+  if (real.size >= 2) return Level.TwoFactors;
+  if (real.size === 1) return Level.OneFactor;
+  return Level.Identified;
+}
 
 /** The level a set of proven factors earns (boosts are stored as a floor, see sessions.ts). */
 export function levelOf(identified: boolean, factors: readonly string[], floor = 0): number {
   if (!identified) return Math.max(Level.None, floor);
-  const kinds = new Set(factors.map((f) => FACTOR_KINDS[f]).filter((k) => k !== undefined));
-  let level: number = Level.Identified;
-  if (kinds.has('hardware')) level = Level.Hardware;
-  else if (kinds.size >= 2) level = Level.TwoFactors;
-  else if (kinds.size === 1) level = Level.OneFactor;
+  const kinds = factors.map((f) => FACTOR_KINDS[f]);
+  let level = levelOfKinds(kinds);
+  if (level < Level.OneFactor && kinds.includes('invitation')) level = Level.OneFactor;
   return Math.max(level, floor);
+}
+
+/**
+ * What the session's holder has proven about themselves: its level without the activation code
+ * (an invitation). Credential changes and administrator rights are decided on this level.
+ */
+export function provenLevel(s: {
+  userId: string;
+  factors: readonly string[];
+  data: { BoostLevel?: number };
+}): number {
+  const own = s.factors.filter((f) => FACTOR_KINDS[f] !== 'invitation');
+  return levelOf(s.userId !== '', own, s.data.BoostLevel ?? 0);
 }
 
 /** Operation classes with a configurable required level (Tenant.Integrity*). */

@@ -6,8 +6,15 @@ import { authDb } from './session/db.js';
  * Brute-force regulation for password, PIN and code attempts (docs/signin.md, "Regulation").
  * Counters live in the database, so every instance sees the same numbers. An attempt is charged
  * BEFORE the secret is checked (compare-and-swap on the counter), so parallel guesses cannot slip
- * past the limit; a correct answer then clears the charge. Any failure of this store refuses
- * the attempt (fails closed, 503).
+ * past the limit; a correct answer then clears that factor's charge only. Any failure of this
+ * store refuses the attempt (fails closed, 503).
+ *
+ * Each attempt is charged to two counters: the source address, and the (user, factor, device)
+ * counter. The device part is the device ID only for a device where this user has completed a
+ * sign-in before (src/auth/factors/devices.ts); every other device shares the user's
+ * "untrusted" counter for that factor. So guesses from elsewhere never hold up the owner's own
+ * device, one factor's success never refunds another's failures, and a client cannot pick a
+ * fresh counter by sending a new device cookie.
  */
 export interface ThrottlePolicy {
   /** Failures allowed without delay. */
@@ -19,6 +26,7 @@ export interface ThrottlePolicy {
   windowMs: number;
 }
 
+/** Each (user, factor, device) counter: trusted devices one each, all other devices one together. */
 export const USER_POLICY: ThrottlePolicy = {
   free: 3,
   baseMs: 2_000,
@@ -37,7 +45,14 @@ export interface Charge {
   policy: ThrottlePolicy;
 }
 
-export const userKey = (userId: string): Charge => ({ key: `user:${userId}`, policy: USER_POLICY });
+/**
+ * The counter of one factor of one user, from one trusted device (its tag, see devices.ts) or,
+ * with `device` undefined, from all devices not trusted for this user.
+ */
+export const factorKey = (userId: string, factor: string, device: string | undefined): Charge => ({
+  key: `user:${userId}:${factor}:${device === undefined ? 'untrusted' : `dev:${device}`}`,
+  policy: USER_POLICY,
+});
 export const addressKey = (addr: string): Charge => ({ key: `addr:${addr}`, policy: ADDRESS_POLICY });
 
 export function delayAfter(failures: number, p: ThrottlePolicy): number {
@@ -116,11 +131,14 @@ export async function chargeAttempt(ctx: Pick<ServiceContext, 'db'>, charges: Ch
   });
 }
 
-/** A correct answer: the user's counter is cleared and the address gets its charge back. */
-export async function attemptSucceeded(ctx: Pick<ServiceContext, 'db'>, user: Charge, address?: Charge) {
+/**
+ * A correct answer: that factor's counter (for this device) is cleared, and the address gets its
+ * charge back. Other factors' counters are untouched: a right password refunds no TOTP guess.
+ */
+export async function attemptSucceeded(ctx: Pick<ServiceContext, 'db'>, factor: Charge, address?: Charge) {
   await guarded(async () => {
     const db = authDb(ctx);
-    await db.deleteFrom('auth_throttle').where('key', '=', user.key).execute();
+    await db.deleteFrom('auth_throttle').where('key', '=', factor.key).execute();
     if (address) {
       await db
         .updateTable('auth_throttle')

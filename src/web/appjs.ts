@@ -53,7 +53,7 @@ export const APP_JS = String.raw`(function () {
 
   // ---- sign-in ---------------------------------------------------------------------------------
   var FACTOR_FORMS = { password: 'f-password', pin: 'f-pin', totp: 'f-totp', backup: 'f-backup' };
-  var KIND = { password: 'knowledge', pin: 'knowledge', totp: 'possession', backup: 'possession', activation_code: 'possession' };
+  var KIND = { password: 'knowledge', pin: 'knowledge', totp: 'possession', backup: 'possession', activation_code: 'invitation' };
   var LABEL = { password: 'password', pin: 'PIN', totp: 'authenticator app', backup: 'a backup code', activation_code: 'activation code' };
   var ORDER = ['password', 'totp', 'pin', 'backup'];
   var chosen = '';

@@ -5,10 +5,9 @@ import type { Doc } from '../../objects/fields.js';
 import { User } from '../../objects/user.js';
 import type { StoredObject } from '../../store/objects.js';
 import { userUsable } from '../apikeys.js';
-import type { FactorKind } from '../integrity.js';
+import { type FactorKind, Level, provenLevel } from '../integrity.js';
 import { type Intent, verifyIntent } from '../intents.js';
-import { hasAnyScope } from '../permissions.js';
-import type { Principal } from '../principal.js';
+import { intentDevice } from '../session/authenticator.js';
 import {
   mutateRequestSession,
   replaceSession,
@@ -16,7 +15,9 @@ import {
   type Session,
   updateRequestSession,
 } from '../session/sessions.js';
-import { addressKey, attemptSucceeded, chargeAttempt, userKey } from '../throttle.js';
+import { addressKey, attemptSucceeded, chargeAttempt, factorKey } from '../throttle.js';
+import { rememberDevice, trustedTag } from './devices.js';
+import { reachableLevel } from './stepup.js';
 
 /**
  * One way to prove something about the person at the keyboard, as a plug-in (like an Ory Kratos
@@ -73,7 +74,7 @@ export function field(form: Form, name: string, opts: { required?: boolean; max?
 /** Does an intent belong to this session (or to no session, from this device)? */
 export function intentBoundTo(i: Intent, s: Session | undefined): boolean {
   if (i.sid !== '') return s !== undefined && i.sid === s.id;
-  return i.did === '' || (s !== undefined && i.did === s.deviceId);
+  return i.did === '' || (s !== undefined && i.did === intentDevice(s.deviceId));
 }
 
 /** The optional form intent: verified (400 when altered/expired) and bound to this session (else 400). */
@@ -136,7 +137,11 @@ export async function identified(
   return { session, user, secret: await ctx.store.getSecret(User, session.userId) };
 }
 
-/** Records a proven factor on the request's session (new level, new token when it changes). */
+/**
+ * Records a proven factor on the request's session (new level, new token when it changes). When
+ * the session has now proven all its user's factors can prove, the device is remembered as one
+ * where this user signs in (its own regulation counters from now on, see devices.ts).
+ */
 export async function proven(
   req: FastifyRequest,
   reply: FastifyReply,
@@ -145,7 +150,7 @@ export async function proven(
   name: string,
   data?: Partial<Session['data']>,
 ) {
-  return mutateRequestSession(req, reply, ctx, s.id, (cur) => {
+  const after = await mutateRequestSession(req, reply, ctx, s.id, (cur) => {
     if (cur.userId !== s.userId)
       throw new ApiError('Conflict', 'the session changed user during this step; retry');
     return {
@@ -154,48 +159,46 @@ export async function proven(
       data: data ? { ...cur.data, ...data } : cur.data,
     };
   });
+  const level = provenLevel(after);
+  if (level >= Level.OneFactor && after.deviceId !== '') {
+    const user = await ctx.store.get(User, after.userId);
+    const secret = await ctx.store.getSecret(User, after.userId);
+    if (user && level >= (await reachableLevel(user.doc, secret)))
+      await rememberDevice(ctx, after.userId, after.deviceId);
+  }
+  return after;
 }
 
+/** Who is answering a factor step, for regulation: the user, their hidden state, the device. */
+export interface Attempt {
+  userId: string;
+  secret: Doc;
+  deviceId: string | undefined;
+}
+export const attemptOf = (who: Identified): Attempt => ({
+  userId: who.user.id,
+  secret: who.secret,
+  deviceId: who.session.deviceId,
+});
+
 /**
- * Checks a secret under brute-force regulation: the attempt is counted first (429 while backing
- * off, 503 if the counters fail), a right answer clears the count, a wrong one is 403.
+ * Checks a secret under brute-force regulation (throttle.ts): the attempt is charged first to the
+ * address and to this factor's counter for this user and device (429 while backing off, 503 if
+ * the counters fail); a right answer clears that counter only, a wrong one is 403.
  */
 export async function regulated(
   req: FastifyRequest,
   ctx: ServiceContext,
-  userId: string,
+  at: Attempt,
+  factor: string,
   what: string,
   check: () => Promise<boolean>,
 ): Promise<void> {
-  const u = userKey(userId);
+  const f = factorKey(at.userId, factor, trustedTag(at.secret, at.deviceId));
   const a = addressKey(req.ip);
-  await chargeAttempt(ctx, [a, u]);
+  await chargeAttempt(ctx, [a, f]);
   if (!(await check())) throw new ApiError('IncorrectCredential', `the ${what} is not correct`);
-  await attemptSucceeded(ctx, u, a);
-}
-
-/**
- * The user an enrollment request acts on: the caller, or `?user=<id>` for administrators.
- * Sessions reach here only with IntegrityCredentials (or IntegrityAdmin for another user).
- */
-export async function enrollTarget(
-  req: FastifyRequest,
-  ctx: ServiceContext,
-): Promise<{ p: Principal; userId: string; other: boolean }> {
-  const p = req.principal;
-  if (!p) throw new ApiError('Unauthenticated', 'authentication required');
-  const q = (req.query ?? {}) as Record<string, unknown>;
-  const given = q.user;
-  if (Array.isArray(given))
-    throw new ApiError('InvalidField', 'user may be given only once', { field: 'user' });
-  const userId = typeof given === 'string' && given !== '' ? given : p.userId;
-  const other = userId !== p.userId;
-  if (other && !hasAnyScope(p, ['admin']))
-    throw new ApiError('Forbidden', "only administrators may change another user's credentials");
-  if (userId === '')
-    throw new ApiError('BadRequest', 'these credentials belong to no user: name one with ?user=');
-  if (!(await ctx.store.get(User, userId))) throw new ApiError('NotFound', `User ${userId} does not exist`);
-  return { p, userId, other };
+  await attemptSucceeded(ctx, f, a);
 }
 
 /** A JSON object body (enrollment endpoints take JSON). */

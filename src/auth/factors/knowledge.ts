@@ -2,9 +2,8 @@ import type { ServiceContext } from '../../api/context.js';
 import { ApiError } from '../../api/errors.js';
 import { User } from '../../objects/user.js';
 import { tenantDoc } from '../integrity.js';
-import { deleteUserSessions } from '../session/sessions.js';
 import {
-  enrollTarget,
+  attemptOf,
   type Factor,
   FLOW,
   field,
@@ -16,6 +15,7 @@ import {
   regulated,
 } from './factor.js';
 import { hashSecret, verifySecret } from './secrets.js';
+import { credentialChange, credentialChanged } from './stepup.js';
 
 /** A secret the user knows (password, PIN): one hash in the user's hidden state and a Have* flag. */
 export interface KnowledgeSpec {
@@ -43,7 +43,7 @@ export function knowledgeFactor(spec: KnowledgeSpec): Factor {
         const given = field(form, spec.formField, { required: true, max: 1024 });
         const who = await identified(req, reply, ctx, form);
         await formIntent(ctx, form, who.session);
-        await regulated(req, ctx, who.user.id, spec.what, () =>
+        await regulated(req, ctx, attemptOf(who), spec.name, spec.what, () =>
           verifySecret(who.secret[spec.hashKey], given),
         );
         await proven(req, reply, ctx, who.session, spec.name);
@@ -52,7 +52,8 @@ export function knowledgeFactor(spec: KnowledgeSpec): Factor {
 
       // Enrollment: set or change (JSON {<jsonField>}); ?user=<id> for administrators.
       app.put(`/auth/enroll/${spec.name}`, async (req, reply) => {
-        const { userId, other } = await enrollTarget(req, ctx);
+        const change = await credentialChange(req, ctx, spec.name, 'set');
+        const { userId } = change;
         const value = jsonBody(req)[spec.jsonField];
         if (typeof value !== 'string')
           throw new ApiError('InvalidField', `${spec.jsonField} must be a string`, { field: spec.jsonField });
@@ -64,20 +65,20 @@ export function knowledgeFactor(spec: KnowledgeSpec): Factor {
           if (!doc) throw new ApiError('NotFound', `User ${userId} does not exist`);
           return { doc: { ...doc, [spec.flag]: true }, secret: { ...secret, [spec.hashKey]: h } };
         });
-        // An administrator setting someone's secret ends that user's sessions.
-        if (other) await deleteUserSessions(ctx, userId);
+        await credentialChanged(req, reply, ctx, change, spec.name);
         return reply.code(204).send();
       });
 
       // Removal (reset): the flag goes false and the hash is forgotten.
       app.delete(`/auth/enroll/${spec.name}`, async (req, reply) => {
-        const { userId, other } = await enrollTarget(req, ctx);
+        const change = await credentialChange(req, ctx, spec.name, 'remove');
+        const { userId } = change;
         await ctx.store.systemPut(User, userId, (doc, secret) => {
           if (!doc) throw new ApiError('NotFound', `User ${userId} does not exist`);
           const { [spec.hashKey]: _, ...rest } = secret;
           return { doc: { ...doc, [spec.flag]: false }, secret: rest };
         });
-        if (other) await deleteUserSessions(ctx, userId);
+        await credentialChanged(req, reply, ctx, change, spec.name);
         return reply.code(204).send();
       });
     },

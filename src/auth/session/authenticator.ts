@@ -3,7 +3,8 @@ import type { ServiceContext } from '../../api/context.js';
 import { ApiError, type ErrorBody } from '../../api/errors.js';
 import { User } from '../../objects/user.js';
 import { userUsable } from '../apikeys.js';
-import { classify, isSafeMethod, requiredLevel, tenantDoc } from '../integrity.js';
+import { deviceTag } from '../factors/devices.js';
+import { classify, isSafeMethod, Level, provenLevel, requiredLevel, tenantDoc } from '../integrity.js';
 import { signIntent } from '../intents.js';
 import type { Principal } from '../principal.js';
 import { requestSession } from './sessions.js';
@@ -33,6 +34,35 @@ export class IntentError extends ApiError {
     } as ErrorBody;
   }
 }
+
+/**
+ * The 401 Insufficient Integrity for a request whose session must step up to `need` (the sign-in
+ * pages take its intent, prove more factors in the same session, then retry).
+ */
+export async function insufficientIntegrity(
+  req: FastifyRequest,
+  ctx: ServiceContext,
+  need: number,
+  message: string,
+): Promise<IntentError> {
+  const st = await requestSession(req, ctx);
+  const s = st.session;
+  const intent = await signIntent(ctx, {
+    sid: s?.id ?? '',
+    did: intentDevice(st.deviceId ?? s?.deviceId),
+    uid: s?.userId ?? '',
+    method: req.method,
+    path: req.url,
+    lvl: need,
+  });
+  return new IntentError('InsufficientIntegrity', message, intent, s ? provenLevel(s) : 0, need);
+}
+
+/**
+ * An intent names the refused device by its tag, not its ID: intents travel in URLs (sign-in
+ * links, logs, history), and the device ID is the cookie that regulation trusts (devices.ts).
+ */
+export const intentDevice = (deviceId: string | undefined) => (deviceId ? deviceTag(deviceId) : '');
 
 /** The service's own origin as the browser sees it. */
 export const ownOrigin = (req: FastifyRequest) => `${req.protocol}://${req.host}`;
@@ -66,7 +96,7 @@ export async function sessionAuthenticator(
   const refuse = async (kind: 'Unauthenticated' | 'InsufficientIntegrity', message: string, need: number) => {
     const intent = await signIntent(ctx, {
       sid: s?.id ?? '',
-      did: st.deviceId ?? s?.deviceId ?? '',
+      did: intentDevice(st.deviceId ?? s?.deviceId),
       uid: s?.userId ?? '',
       method: req.method,
       path: req.url,
@@ -84,7 +114,9 @@ export async function sessionAuthenticator(
       : 'authentication required: sign in, or send an API key as "Authorization: Bearer <key>"';
     throw await refuse('Unauthenticated', why, need);
   }
-  const admin = user.doc.Admin === true;
+  // An administrator's rights need a factor of their own: an activation code (an invitation)
+  // alone makes the session a plain user's, whatever level IntegrityAdmin asks for.
+  const admin = user.doc.Admin === true && provenLevel(s) >= Level.OneFactor;
   const principal = (scope: 'admin' | 'user'): Principal => ({
     via: 'session',
     userId: s.userId,

@@ -5,15 +5,41 @@ import { ApiError } from '../../../api/errors.js';
 import { ActivationCode } from '../../../objects/activationcode.js';
 import { type Doc, timestampMs } from '../../../objects/fields.js';
 import { User } from '../../../objects/user.js';
-import { tenantDoc } from '../../integrity.js';
-import { type Factor, FLOW, field, formIntent, formOf, identified, proven, regulated } from '../factor.js';
+import { Level, tenantDoc } from '../../integrity.js';
+import {
+  attemptOf,
+  type Factor,
+  FLOW,
+  field,
+  formIntent,
+  formOf,
+  type Identified,
+  identified,
+  proven,
+  regulated,
+} from '../factor.js';
+import { reachableLevel } from '../stepup.js';
 
 /** At most this many candidate codes are tried per attempt (each is an argon2id verification). */
 const MAX_CANDIDATES = 64;
 
-const usable = (doc: Doc, userId: string, now: number) => {
+/**
+ * Who a code may be redeemed by. An activation code is an enrolment invitation, never another
+ * person's factor: a code with a UserID serves that user only (an administrator's invitation to
+ * enrol, or re-enrol, that user), and only while they are being enrolled (not yet active, or no
+ * factor of their own); a code without one (a general invitation) serves only a brand-new user:
+ * not active and without any factor.
+ */
+interface Redeemer {
+  userId: string;
+  active: boolean;
+  hasFactors: boolean;
+}
+
+const usable = (doc: Doc, who: Redeemer, now: number) => {
   const owner = String(doc.UserID ?? '');
-  if (owner !== '' && owner !== userId) return false;
+  if (owner !== '' && owner !== who.userId) return false;
+  if (owner === '' ? who.active || who.hasFactors : who.active && who.hasFactors) return false;
   const exp = timestampMs(String(doc.ExpireTime));
   if (Number.isFinite(exp) && now >= exp) return false;
   const max = Number(doc.MaxUses ?? 1);
@@ -21,7 +47,8 @@ const usable = (doc: Doc, userId: string, now: number) => {
 };
 
 /** Finds the code's object and spends one use of it; false when no usable code matches. */
-async function redeem(ctx: ServiceContext, userId: string, code: string): Promise<boolean> {
+async function redeem(ctx: ServiceContext, who: Redeemer, code: string): Promise<boolean> {
+  const userId = who.userId;
   const rows = await sql<{ id: string; data: string; secret: string | null }>`
     SELECT id, data, secret FROM objects WHERE type = ${ActivationCode.kind} AND secret IS NOT NULL
     ORDER BY modify_time DESC LIMIT 1000`.execute(ctx.db.kysely);
@@ -32,7 +59,7 @@ async function redeem(ctx: ServiceContext, userId: string, code: string): Promis
       doc: JSON.parse(r.data) as Doc,
       hash: (JSON.parse(r.secret ?? '{}') as Doc).CodeHash,
     }))
-    .filter((c) => typeof c.hash === 'string' && usable(c.doc, userId, now))
+    .filter((c) => typeof c.hash === 'string' && usable(c.doc, who, now))
     // Codes reserved for this user first.
     .sort((a, b) => Number(b.doc.UserID === userId) - Number(a.doc.UserID === userId))
     .slice(0, MAX_CANDIDATES);
@@ -42,28 +69,41 @@ async function redeem(ctx: ServiceContext, userId: string, code: string): Promis
   let spent = false;
   await ctx.store.systemPut(ActivationCode, hit.id, (doc, secret) => {
     if (!doc) return null;
-    spent = usable(doc, userId, Date.now());
+    spent = usable(doc, who, Date.now());
     return spent ? { doc: { ...doc, Uses: Number(doc.Uses ?? 0) + 1 }, secret } : { doc, secret };
   });
   return spent;
 }
 
+async function redeemer(who: Identified): Promise<Redeemer> {
+  return {
+    userId: who.user.id,
+    active: who.user.doc.Active === true,
+    hasFactors: (await reachableLevel(who.user.doc, who.secret)) > Level.Identified,
+  };
+}
+
 /**
  * POST /auth/activation_code (form intent, code): a valid ActivationCode (not expired, uses left,
- * for this user or anyone) counts as a one-time possession factor and unlocks /auth/activate.
+ * usable by this user: see `usable`) is recorded as an invitation (kind 'invitation': level 1
+ * factor on its own, never a second factor nor an administrator's), unlocks /auth/activate, and
+ * lets the session enrol the user's first factors (stepup.ts).
  * POST /auth/activate: marks the session's user Active; 403 when the tenant requires an
  * activation code and this session has not presented one.
  */
 export const activationFactor: Factor = {
   name: 'activation_code',
-  kind: 'possession',
+  kind: 'invitation',
   register(app, ctx) {
     app.post('/auth/activation_code', FLOW, async (req, reply) => {
       const form = formOf(req);
       const code = field(form, 'code', { required: true, max: 256 }).trim();
       const who = await identified(req, reply, ctx, form);
       await formIntent(ctx, form, who.session);
-      await regulated(req, ctx, who.user.id, 'activation code', () => redeem(ctx, who.user.id, code));
+      const by = await redeemer(who);
+      await regulated(req, ctx, attemptOf(who), 'activation_code', 'activation code', () =>
+        redeem(ctx, by, code),
+      );
       await proven(req, reply, ctx, who.session, 'activation_code', { ActivationCode: true });
       return reply.code(204).send();
     });

@@ -1,9 +1,8 @@
 import { randomInt } from 'node:crypto';
 import { verify } from '@node-rs/argon2';
 import { User } from '../../../objects/user.js';
-import { deleteUserSessions } from '../../session/sessions.js';
 import {
-  enrollTarget,
+  attemptOf,
   type Factor,
   FLOW,
   field,
@@ -14,6 +13,7 @@ import {
   regulated,
 } from '../factor.js';
 import { hashSecret } from '../secrets.js';
+import { credentialChange, credentialChanged } from '../stepup.js';
 
 export const BACKUP_CODE_COUNT = 10;
 /** No 0/O, 1/I/L: codes are read off paper. 10 characters of 31: about 50 bits each. */
@@ -46,7 +46,7 @@ export const backupFactor: Factor = {
       const code = normalize(field(form, 'code', { required: true, max: 64 }));
       const who = await identified(req, reply, ctx, form);
       await formIntent(ctx, form, who.session);
-      await regulated(req, ctx, who.user.id, 'backup code', async () => {
+      await regulated(req, ctx, attemptOf(who), 'backup', 'backup code', async () => {
         const hashes = Array.isArray(who.secret.BackupHashes) ? (who.secret.BackupHashes as string[]) : [];
         const hit = await matching(hashes, code);
         if (!hit) return false;
@@ -66,13 +66,14 @@ export const backupFactor: Factor = {
 
     app.post('/auth/enroll/backup', async (req, reply) => {
       // An administrator may generate a user's codes (?user=) to hand them over.
-      const { userId, other } = await enrollTarget(req, ctx);
+      const change = await credentialChange(req, ctx, 'backup', 'set');
+      const { userId } = change;
       const codes = Array.from({ length: BACKUP_CODE_COUNT }, newCode);
       const hashes = await Promise.all(codes.map((c) => hashSecret(normalize(c))));
       await ctx.store.systemPut(User, userId, (doc, s) =>
         doc ? { doc, secret: { ...s, BackupHashes: hashes } } : null,
       );
-      if (other) await deleteUserSessions(ctx, userId);
+      await credentialChanged(req, reply, ctx, change, 'backup');
       reply.header('Cache-Control', 'no-store');
       return reply
         .code(200)
@@ -81,13 +82,14 @@ export const backupFactor: Factor = {
     });
 
     app.delete('/auth/enroll/backup', async (req, reply) => {
-      const { userId, other } = await enrollTarget(req, ctx);
+      const change = await credentialChange(req, ctx, 'backup', 'remove');
+      const { userId } = change;
       await ctx.store.systemPut(User, userId, (doc, s) => {
         if (!doc) return null;
         const { BackupHashes: _, ...rest } = s;
         return { doc, secret: rest };
       });
-      if (other) await deleteUserSessions(ctx, userId);
+      await credentialChanged(req, reply, ctx, change, 'backup');
       return reply.code(204).send();
     });
   },

@@ -1,6 +1,8 @@
 import { ApiError } from '../../../api/errors.js';
 import { User } from '../../../objects/user.js';
+import { provenLevel } from '../../integrity.js';
 import { verifyIntent } from '../../intents.js';
+import { intentDevice } from '../../session/authenticator.js';
 import { mutateSession, requestSession, sessionById } from '../../session/sessions.js';
 import { type Factor, FLOW } from '../factor.js';
 
@@ -35,10 +37,12 @@ export const boostFactor: Factor = {
           'InsufficientIntegrity',
           'boosting needs a signed-in session with at least the target level',
         );
-      if (me.level < intent.lvl)
+      // What the booster has proven itself: an activation code (an invitation) lends no level.
+      const mine = provenLevel(me);
+      if (mine < intent.lvl)
         throw new ApiError(
           'InsufficientIntegrity',
-          `this session has level ${me.level}; the intent needs ${intent.lvl}`,
+          `this session has proven level ${mine}; the intent needs ${intent.lvl}`,
         );
       const target = await sessionById(ctx, intent.sid);
       if (target && target.userId !== me.userId) {
@@ -52,7 +56,7 @@ export const boostFactor: Factor = {
       if (target && intent.uid !== target.userId)
         throw new ApiError('Forbidden', "the intent's user is not the other session's user");
       if (!target) throw new ApiError('SessionConflict', 'the other session has ended or does not exist');
-      if (target.deviceId !== intent.did)
+      if (intentDevice(target.deviceId) !== intent.did)
         throw new ApiError('SessionConflict', "the intent's device is not the other session's device");
       if (target.id === me.id) throw new ApiError('SessionConflict', 'a session cannot raise itself');
       if (target.level < intent.lvl) {

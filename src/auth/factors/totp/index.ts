@@ -4,9 +4,8 @@ import type { ServiceContext } from '../../../api/context.js';
 import { ApiError } from '../../../api/errors.js';
 import { User } from '../../../objects/user.js';
 import { tenantDoc } from '../../integrity.js';
-import { deleteUserSessions } from '../../session/sessions.js';
 import {
-  enrollTarget,
+  attemptOf,
   type Factor,
   FLOW,
   field,
@@ -18,6 +17,7 @@ import {
   regulated,
 } from '../factor.js';
 import { decryptSecret, encryptSecret } from '../secrets.js';
+import { credentialChange, credentialChanged } from '../stepup.js';
 
 /** RFC 6238 defaults, which every authenticator app (and oathtool --totp) uses. */
 const PERIOD = 30;
@@ -82,14 +82,17 @@ export const totpFactor: Factor = {
       const code = field(form, 'code', { required: true, max: 16 }).replace(/\s+/g, '');
       const who = await identified(req, reply, ctx, form);
       await formIntent(ctx, form, who.session);
-      await regulated(req, ctx, who.user.id, 'TOTP code', () => checkCode(ctx, who.user.id, code, false));
+      await regulated(req, ctx, attemptOf(who), 'totp', 'TOTP code', () =>
+        checkCode(ctx, who.user.id, code, false),
+      );
       await proven(req, reply, ctx, who.session, 'totp');
       return reply.code(204).send();
     });
 
     app.post('/auth/enroll/totp', async (req, reply) => {
       // An administrator may provision a user's authenticator (?user=): the secret goes to them.
-      const { userId } = await enrollTarget(req, ctx);
+      // Only a pending secret is stored here; the confirmation replaces the enrolled one.
+      const { userId } = await credentialChange(req, ctx, 'totp', 'set');
       const user = await ctx.store.get(User, userId);
       const tenant = await tenantDoc(ctx);
       const secret = new OTPAuth.Secret({ size: 20 });
@@ -115,28 +118,36 @@ export const totpFactor: Factor = {
     });
 
     app.post('/auth/enroll/totp/confirm', async (req, reply) => {
-      const { userId, other } = await enrollTarget(req, ctx);
+      const change = await credentialChange(req, ctx, 'totp', 'set');
+      const { userId } = change;
       const code = jsonBody(req).Code;
       if (typeof code !== 'string')
         throw new ApiError('InvalidField', 'Code must be a string', { field: 'Code' });
       const pending = (await ctx.store.getSecret(User, userId)).TOTPPending;
       if (typeof pending !== 'string')
         throw new ApiError('Conflict', 'no TOTP enrollment is in progress: POST /auth/enroll/totp first');
-      await regulated(req, ctx, userId, 'TOTP code', () =>
+      // Counted apart from sign-in codes: a confirmation checks the pending secret, not the enrolled one.
+      const at = {
+        userId,
+        secret: await ctx.store.getSecret(User, userId),
+        deviceId: req.principal?.deviceId,
+      };
+      await regulated(req, ctx, at, 'totp_confirm', 'TOTP code', () =>
         checkCode(ctx, userId, code.replace(/\s+/g, ''), true),
       );
-      if (other) await deleteUserSessions(ctx, userId);
+      await credentialChanged(req, reply, ctx, change, 'totp');
       return reply.code(204).send();
     });
 
     app.delete('/auth/enroll/totp', async (req, reply) => {
-      const { userId, other } = await enrollTarget(req, ctx);
+      const change = await credentialChange(req, ctx, 'totp', 'remove');
+      const { userId } = change;
       await ctx.store.systemPut(User, userId, (doc, s) => {
         if (!doc) return null;
         const { TOTPSecret: _a, TOTPPending: _b, TOTPLastStep: _c, ...rest } = s;
         return { doc: { ...doc, HaveTOTPSecret: false }, secret: rest };
       });
-      if (other) await deleteUserSessions(ctx, userId);
+      await credentialChanged(req, reply, ctx, change, 'totp');
       return reply.code(204).send();
     });
   },

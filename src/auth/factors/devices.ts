@@ -1,0 +1,56 @@
+import { createHash } from 'node:crypto';
+import type { ServiceContext } from '../../api/context.js';
+import type { Doc } from '../../objects/fields.js';
+import { User } from '../../objects/user.js';
+
+/**
+ * Devices where a user has completed a sign-in (reached the level their factors can reach). Such
+ * a device gets its own regulation counters (throttle.ts), so guesses made from anywhere else
+ * cannot hold up the owner there. A device cookie is chosen by the client, so a device ID counts
+ * only when the server has recorded a completed sign-in of this very user with it; recorded in
+ * the user's hidden state as tag -> last sign-in time (tags, not the IDs themselves).
+ */
+
+/** How many devices a user keeps; signing in on one more forgets the least recently used. */
+export const MAX_TRUSTED_DEVICES = 10;
+/** A device unused this long is forgotten (the device cookie's own lifetime). */
+export const TRUSTED_DEVICE_MS = 400 * 86400_000;
+/** The recorded time is refreshed at most this often, so sign-ins rarely write the user. */
+const REFRESH_MS = 7 * 86400_000;
+
+/** The stored form of a device ID (not the ID itself, which is a cookie value). */
+export const deviceTag = (deviceId: string) =>
+  createHash('sha256').update(`gatehouse-device:${deviceId}`).digest('base64url').slice(0, 22);
+
+function trustedDevices(secret: Doc): Record<string, number> {
+  const v = secret.TrustedDevices;
+  return v !== null && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, number>) : {};
+}
+
+/** The device's tag when this user has completed a sign-in on it, else undefined. */
+export function trustedTag(secret: Doc, deviceId: string | undefined, now = Date.now()): string | undefined {
+  if (!deviceId) return undefined;
+  const tag = deviceTag(deviceId);
+  const seen = trustedDevices(secret)[tag];
+  return typeof seen === 'number' && now - seen < TRUSTED_DEVICE_MS ? tag : undefined;
+}
+
+/** Records a completed sign-in of the user on this device (no write when recorded recently). */
+export async function rememberDevice(
+  ctx: Pick<ServiceContext, 'store'>,
+  userId: string,
+  deviceId: string,
+): Promise<void> {
+  const tag = deviceTag(deviceId);
+  const now = Date.now();
+  const seen = trustedDevices(await ctx.store.getSecret(User, userId))[tag];
+  if (typeof seen === 'number' && now - seen < REFRESH_MS) return;
+  await ctx.store.systemPut(User, userId, (doc, secret) => {
+    if (!doc) return null;
+    const kept = Object.entries({ ...trustedDevices(secret), [tag]: now })
+      .filter(([, t]) => typeof t === 'number' && now - t < TRUSTED_DEVICE_MS)
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, MAX_TRUSTED_DEVICES);
+    return { doc, secret: { ...secret, TrustedDevices: Object.fromEntries(kept) } };
+  });
+}

@@ -1,0 +1,185 @@
+import fc from 'fast-check';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { USER_POLICY } from '../../src/auth/throttle.js';
+import { Browser } from '../auth/client.js';
+import { backends, startTestService, type TestService } from '../helpers.js';
+import { type Account, account, PIN, PW, signIn, totpCode } from './signin-kit.js';
+
+/**
+ * Finding 9: any correct factor cleared the user's failure counter, and a counter in its wait
+ * refused even the owner. Failures are now counted per (user, factor, device): a device where
+ * this user completed a sign-in has its own counter, all other devices share one.
+ */
+
+/** Wrong guesses a counter lets through in `elapsedMs`: the free ones, the one that starts the wait, then one per elapsed wait. */
+function budget(elapsedMs: number): number {
+  let n = USER_POLICY.free + 1;
+  let waited = 0;
+  for (let d = USER_POLICY.baseMs; waited + d <= elapsedMs; d = Math.min(d * 2, USER_POLICY.maxMs)) {
+    waited += d;
+    n++;
+  }
+  return n;
+}
+
+/** A TOTP code that is not valid now (outside the ±1 step window). */
+const wrongTotp = (secret: string) => {
+  const valid = new Set([-1, 0, 1].map((k) => totpCode(secret, k)));
+  for (let k = 5; ; k++) if (!valid.has(totpCode(secret, k))) return totpCode(secret, k);
+};
+
+describe.each(backends())('per-factor regulation on %s', (backend) => {
+  let s: TestService;
+  let ipn = 0;
+  const ip = () => `10.60.${Math.floor(++ipn / 250)}.${(ipn % 250) + 1}`;
+  beforeAll(async () => {
+    s = await startTestService(backend);
+  });
+  afterAll(async () => s?.close());
+
+  it('a right password between wrong TOTP codes refunds nothing: the TOTP counter reaches 429', async () => {
+    const a = await account(s, { totp: true, tag: 'totp' });
+    const b = new Browser(s, { ip: ip() });
+    await b.post('/auth/email', { email: a.email });
+    const totp: number[] = [];
+    for (let i = 0; i < 9; i++) {
+      totp.push((await b.post('/auth/totp', { code: wrongTotp(a.totp as string) })).statusCode);
+      expect((await b.post('/auth/password', { password: PW })).statusCode).toBe(204);
+    }
+    expect(totp.slice(0, USER_POLICY.free + 1)).toEqual([403, 403, 403, 403]);
+    expect(totp.slice(USER_POLICY.free + 1).every((c) => c === 429)).toBe(true);
+    // The right code waits too: the wait is the TOTP counter's, not the password's.
+    expect((await b.post('/auth/totp', { code: totpCode(a.totp as string) })).statusCode).toBe(429);
+  });
+
+  it('a right password between wrong PINs refunds nothing: the PIN counter reaches 429', async () => {
+    const a = await account(s, { pin: true, tag: 'pin' });
+    // On the owner's own device (signed in before): its counters are its own, and still count.
+    const b = await signIn(s, a, { password: true }, { ip: ip() });
+    const pins: number[] = [];
+    for (let i = 0; i < 12; i++) {
+      pins.push((await b.post('/auth/pin', { code: '00000000' })).statusCode);
+      expect((await b.post('/auth/password', { password: PW })).statusCode).toBe(204);
+    }
+    expect(pins.filter((c) => c === 403)).toHaveLength(USER_POLICY.free + 1);
+    expect((await b.post('/auth/pin', { code: PIN })).statusCode).toBe(429);
+  });
+
+  it("an attacker's failures from unknown devices and addresses do not lock out the owner's known device", async () => {
+    const a = await account(s, { tag: 'owner' });
+    const owner = await signIn(s, a, { password: true }, { ip: ip() });
+    expect((await owner.post('/auth/signout')).statusCode).toBe(204);
+    const attacker: number[] = [];
+    for (let i = 0; i < 10; i++) {
+      // A new browser each time, from another address, some with a made-up device cookie.
+      const x = new Browser(s, { ip: ip() });
+      if (i % 2)
+        x.cookies.set('gatehouse_device', Buffer.from(`made-up-${i}`.padEnd(16, '.')).toString('base64url'));
+      attacker.push(
+        (await x.post('/auth/password', { email: a.email, password: `guess number ${i}` })).statusCode,
+      );
+    }
+    expect(attacker.filter((c) => c === 403).length).toBeLessThanOrEqual(USER_POLICY.free + 1);
+    expect(attacker).toContain(429);
+    // The owner, on the device where they signed in before: not held up.
+    await owner.post('/auth/email', { email: a.email });
+    expect((await owner.post('/auth/password', { password: PW })).statusCode).toBe(204);
+    // Mistakes on the owner's device count on that device's own counter.
+    expect((await owner.post('/auth/password', { password: 'typo typo typo' })).statusCode).toBe(403);
+  });
+
+  it('a device is trusted only after a complete sign-in: knowing the password does not buy TOTP guesses', async () => {
+    const a = await account(s, { totp: true, tag: 'phished' });
+    const checked: number[] = [];
+    for (let d = 0; d < 4; d++) {
+      // The attacker knows the password and proves it on a fresh device, then guesses codes.
+      const x = await signIn(s, a, { password: true }, { ip: ip() });
+      for (let i = 0; i < 3; i++)
+        checked.push((await x.post('/auth/totp', { code: wrongTotp(a.totp as string) })).statusCode);
+    }
+    expect(checked.filter((c) => c === 403)).toHaveLength(USER_POLICY.free + 1);
+  });
+
+  it('intents never carry the device ID (they travel in URLs and logs; the ID decides regulation)', async () => {
+    const a = await account(s, { totp: true, tag: 'intent' });
+    const b = await signIn(s, a, { password: true }, { ip: ip() });
+    const device = b.device as string;
+    expect(device).toMatch(/^[\w-]{22}$/);
+    const anon = new Browser(s, { ip: ip() });
+    anon.cookies.set('gatehouse_device', device);
+    const intents = [
+      (await anon.req({ url: '/users/me' })).json().Intent as string,
+      (await b.req({ method: 'PUT', url: '/auth/enroll/pin', json: { PIN: PIN } })).json().Intent as string,
+      (await b.req({ method: 'DELETE', url: '/auth/enroll/totp' })).json().Intent as string,
+    ];
+    const elsewhere = await signIn(s, a, { password: true }, { ip: ip() });
+    for (const intent of intents) {
+      const payload = JSON.parse(Buffer.from(intent.split('.')[1] as string, 'base64url').toString());
+      expect(payload.did).not.toBe('');
+      expect(JSON.stringify(payload)).not.toContain(device);
+      // Still bound to this device: the same session accepts it, another device's session does not.
+      expect((await b.post('/auth', { intent })).statusCode).toBe(200);
+      expect((await elsewhere.post('/auth', { intent })).statusCode).toBe(400);
+    }
+  });
+
+  it('parallel guesses never exceed the budget, whatever device cookies they carry', async () => {
+    const a = await account(s, { totp: true, tag: 'parallel' });
+    const results = await Promise.all(
+      Array.from({ length: 12 }, async (_, i) => {
+        const x = new Browser(s, { ip: ip() });
+        if (i % 3 === 0) x.cookies.set('gatehouse_device', 'A'.repeat(21) + String.fromCharCode(65 + i));
+        return (await x.post('/auth/totp', { email: a.email, code: wrongTotp(a.totp as string) })).statusCode;
+      }),
+    );
+    expect(results.filter((c) => c === 403).length).toBeLessThanOrEqual(USER_POLICY.free + 1);
+    expect(results.filter((c) => c === 429).length).toBeGreaterThanOrEqual(12 - USER_POLICY.free - 1);
+  });
+
+  it('per address: guesses against many users and factors from one address hit 429', async () => {
+    const from = ip();
+    const statuses: number[] = [];
+    for (let u = 0; u < 8; u++) {
+      const a = await account(s, { pin: true, tag: 'spray' });
+      const b = new Browser(s, { ip: from });
+      await b.post('/auth/email', { email: a.email });
+      statuses.push((await b.post('/auth/password', { password: 'spray spray spray' })).statusCode);
+      statuses.push((await b.post('/auth/pin', { code: '11111111' })).statusCode);
+      statuses.push((await b.post('/auth/password', { password: 'spray spray again' })).statusCode);
+    }
+    expect(statuses.slice(0, 20).every((c) => c === 403)).toBe(true);
+    expect(statuses[20]).toBe(403); // the 21st failure is checked and starts the wait
+    expect(statuses.slice(21).every((c) => c === 429)).toBe(true);
+  });
+
+  it('generated interleavings: per factor, wrong guesses checked never exceed the budget; a right factor is never held up by another', async () => {
+    type Step = { factor: 'password' | 'pin'; right: boolean };
+    const step = fc.record({
+      factor: fc.constantFrom('password' as const, 'pin' as const),
+      right: fc.boolean(),
+    });
+    await fc.assert(
+      fc.asyncProperty(fc.array(step, { minLength: 4, maxLength: 14 }), async (steps: Step[]) => {
+        const a: Account = await account(s, { pin: true, tag: 'gen' });
+        // The owner's own browser: it signed in before, so the sequence runs on a known device.
+        const b = await signIn(s, a, { password: true }, { ip: ip() });
+        const started = Date.now();
+        const wrongSince = { password: 0, pin: 0 };
+        for (const st of steps) {
+          const r =
+            st.factor === 'password'
+              ? await b.post('/auth/password', { password: st.right ? PW : 'not the password' })
+              : await b.post('/auth/pin', { code: st.right ? PIN : '99999999' });
+          if (st.right && wrongSince[st.factor] <= USER_POLICY.free)
+            expect(r.statusCode, JSON.stringify(steps)).toBe(204);
+          if (r.statusCode === 204) wrongSince[st.factor] = 0;
+          if (r.statusCode === 403) wrongSince[st.factor]++;
+          expect(wrongSince[st.factor], JSON.stringify(steps)).toBeLessThanOrEqual(
+            budget(Date.now() - started),
+          );
+        }
+      }),
+      { numRuns: 12 },
+    );
+  }, 120_000);
+});
