@@ -113,9 +113,14 @@ export async function startProxy(config: ProxyConfig, opts: StartProxyOptions): 
   // pool's body idle timeout); the head must come within headersTimeout.
   server.requestTimeout = 0;
   server.on('upgrade', proxy.upgrade);
-  server.on('clientError', (_err, socket) => {
-    if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\n\r\n');
-    else socket.destroy();
+  server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
+    if (!socket.writable) return void socket.destroy();
+    // A request head not complete within headersTimeout (slow loris) is a timeout, not malformed.
+    socket.end(
+      err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? 'HTTP/1.1 408 Request Timeout\r\nconnection: close\r\nx-error-code: Request Timeout\r\ncontent-length: 0\r\n\r\n'
+        : 'HTTP/1.1 400 Bad Request\r\nconnection: close\r\n\r\n',
+    );
   });
 
   const main = parseListen(config.proxy.listen);
