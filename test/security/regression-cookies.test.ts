@@ -8,6 +8,7 @@ import { createPublicKey, generateKeyPairSync, type KeyObject } from 'node:crypt
 import fc from 'fast-check';
 import { SignJWT, UnsecuredJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
 import { App } from '../../src/objects/app.js';
 import { TENANT_ID, Tenant } from '../../src/objects/tenant.js';
 import { CookieSigner } from '../../src/proxy/cookie.js';
@@ -194,6 +195,56 @@ describe.each(backends())('proxy cookies and the sign-in handshake on %s', (back
       .setExpirationTime('1h')
       .sign(key);
     await refused(wrongIssuer);
+  });
+
+  it('two proxy cookies (one tossed in for a parent domain) count as none, whichever comes first', async () => {
+    // Cookie tossing: a sibling subdomain sets its own gatehouse_proxy for the parent domain, hoping
+    // the proxy picks it over the victim's and the victim works as the attacker (or the reverse).
+    const victim = await signIn();
+    const aud = `gatehouse-proxy:${w.appId}`;
+    const planted = (
+      await new CookieSigner(key, aud).sign({
+        UserID: 'attacker00000',
+        UserName: 'mallory',
+        Email: 'mallory@example.com',
+        FullName: 'Mallory',
+        SessionID: 'x',
+      })
+    ).token;
+    expect((await withCookie(planted)).status).toBe(200);
+    for (const both of [`${victim}; gatehouse_proxy=${planted}`, `${planted}; gatehouse_proxy=${victim}`])
+      await refused(both);
+  });
+
+  it('a forged, foreign or altered cookie opens no websocket; the real one does', async () => {
+    const open = (cookie: string) =>
+      new Promise<number>((resolve, reject) => {
+        const ws = new WebSocket(`${p.url.replace('http', 'ws')}/ws/chat`, { headers: { cookie } });
+        ws.on('open', () => {
+          ws.close();
+          resolve(101);
+        });
+        ws.on('unexpected-response', (_req, res) => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
+        });
+        ws.on('error', reject);
+      });
+    const good = await signIn();
+    const foreign = (
+      await new CookieSigner(key, 'gatehouse-proxy:otherapp00000').sign({
+        UserID: 'someone',
+        UserName: 'evil',
+        Email: 'evil@example.com',
+        FullName: 'Evil',
+        SessionID: 'x',
+      })
+    ).token;
+    const before = w.echo.hits.length;
+    for (const bad of [foreign, `${good.slice(0, -3)}AAA`, good.split('.').slice(0, 2).join('.'), 'x.y.z'])
+      expect(await open(`gatehouse_proxy=${bad}`)).toBe(401);
+    expect(w.echo.hits.length).toBe(before);
+    expect(await open(`gatehouse_proxy=${good}`)).toBe(101);
   });
 
   it('an expired proof is not renewed once its service session has ended, however often it is replayed', async () => {

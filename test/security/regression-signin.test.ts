@@ -5,6 +5,8 @@
  * cross-site requests must be refused without any change of state.
  */
 import { generateKeyPairSync } from 'node:crypto';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import fc from 'fast-check';
 import { CompactSign, UnsecuredJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -80,6 +82,10 @@ describe.each(backends())('service sign-in regressions on %s', (backend) => {
           expect(r.headers['set-cookie'] ?? []).not.toContainEqual(
             expect.stringMatching(/^gatehouse_session=[^;]/),
           );
+          // Nothing was gained: the attacker is still whoever (and at whatever level) they were.
+          const me = await attacker.req({ url: '/users/me' });
+          if (who === 'signed-in other user') expect(me.json().Email).toBe(other);
+          else expect(me.statusCode).toBe(401);
         },
       ),
       { numRuns: 20 },
@@ -216,6 +222,46 @@ describe.each(backends())('service sign-in regressions on %s', (backend) => {
     expect(me.statusCode).toBe(200);
     expect(me.json().HavePIN).not.toBe(true);
     expect((await signedIn(s, e, PW)).session).toBeTruthy();
+  });
+
+  it('CSRF over a real socket: look-alike origins of the listening address are refused, the exact one passes', async () => {
+    const e = email();
+    await makeUser(s, { email: e, password: PW });
+    const b = await signedIn(s, e, PW);
+    const cookie = [...b.cookies].map(([k, v]) => `${k}=${v}`).join('; ');
+    await s.app.listen({ port: 0, host: '127.0.0.1' });
+    const port = (s.app.server.address() as AddressInfo).port;
+    const put = (origin: string) =>
+      new Promise<number>((resolve, reject) => {
+        const body = JSON.stringify({ PIN: '97531' });
+        const req = http.request(
+          {
+            host: '127.0.0.1',
+            port,
+            method: 'PUT',
+            path: '/auth/enroll/pin',
+            headers: { cookie, origin, 'content-type': 'application/json', 'content-length': body.length },
+          },
+          (res) => {
+            res.resume();
+            resolve(res.statusCode ?? 0);
+          },
+        );
+        req.on('error', reject);
+        req.end(body);
+      });
+    for (const origin of [
+      `http://127.0.0.1:${port}.evil.example`,
+      `http://127.0.0.1:${port}@evil.example`,
+      `http://127.0.0.1:${port + 1}`,
+      `https://127.0.0.1:${port}`,
+      'http://127.0.0.1',
+      `http://localhost:${port}`,
+      'null',
+    ])
+      expect([origin, await put(origin)]).toEqual([origin, 403]);
+    expect((await b.req({ url: '/users/me' })).json().HavePIN).not.toBe(true);
+    expect(await put(`http://127.0.0.1:${port}`)).toBe(204);
   });
 
   it('JSON sent as text/plain (or form, multipart) cross-site to a cookie endpoint is refused', async () => {
