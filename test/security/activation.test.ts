@@ -1,3 +1,4 @@
+import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Browser } from '../auth/client.js';
 import { backends, startTestService, type TestService } from '../helpers.js';
@@ -150,6 +151,60 @@ describe.each(backends())('activation codes on %s', (backend) => {
       await patchTenant(s, { RequireActivationCode: false });
     }
   });
+
+  it('generated: a code is accepted exactly when it is an invitation for this user, and never gives more than level 2', async () => {
+    const cases = fc.record({
+      active: fc.boolean(),
+      password: fc.boolean(),
+      admin: fc.boolean(),
+      binding: fc.constantFrom('none' as const, 'self' as const, 'other' as const),
+      expired: fc.boolean(),
+      spent: fc.boolean(),
+      withPassword: fc.boolean(),
+    });
+    await fc.assert(
+      fc.asyncProperty(cases, async (c) => {
+        const u = await account(s, { password: c.password, active: c.active, admin: c.admin, tag: 'gen' });
+        const other =
+          c.binding === 'other'
+            ? await account(s, { password: false, active: false, tag: 'genx' })
+            : undefined;
+        const secret = code('gen');
+        await activationCode(s, {
+          Code: secret,
+          MaxUses: 1,
+          ...(c.binding === 'self' ? { UserID: u.id } : {}),
+          ...(other ? { UserID: other.id } : {}),
+          ...(c.expired ? { ExpireTime: '2001-01-01T00:00:00Z' } : {}),
+        });
+        if (c.spent) {
+          // Used up by someone it was meant for.
+          const first =
+            other ??
+            (c.binding === 'self' ? u : await account(s, { password: false, active: false, tag: 'geny' }));
+          const f = new Browser(s, { ip: `10.71.${Math.floor(n / 250)}.${n % 250}` });
+          await f.post('/auth/email', { email: first.email });
+          await f.post('/auth/activation_code', { code: secret });
+        }
+        const b = new Browser(s, { ip: `10.72.${Math.floor(n / 250)}.${n % 250}` });
+        await b.post('/auth/email', { email: u.email });
+        if (c.withPassword && c.password)
+          expect((await b.post('/auth/password', { password: PW })).statusCode).toBe(204);
+        const r = await b.post('/auth/activation_code', { code: secret });
+        const enrolling = !c.active || !c.password;
+        const invited =
+          c.binding === 'self' ? enrolling : c.binding === 'none' ? !c.active && !c.password : false;
+        const expected =
+          invited && !c.expired && !(c.spent && c.binding === 'self') && !(c.spent && c.binding === 'none')
+            ? 204
+            : 403;
+        expect(r.statusCode, JSON.stringify(c)).toBe(expected);
+        expect(await levelOf(b)).toBeLessThanOrEqual(2);
+        if (c.admin) expect((await b.req({ url: '/tenant' })).statusCode).not.toBe(200);
+      }),
+      { numRuns: 25 },
+    );
+  }, 120_000);
 
   it('uses beyond MaxUses, expired codes and parallel redemptions of the last use are refused', async () => {
     const once = code('once');
