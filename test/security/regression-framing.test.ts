@@ -91,6 +91,15 @@ describe.each(backends())('proxy request framing on %s', (backend) => {
     refused(await attack(post('Content-Length: 5\r\nTransfer-Encoding: chunked\r\n', `0\r\n\r\n${HIDDEN}`)));
     refused(await attack(post('Transfer-Encoding: chunked\r\nContent-Length: 80\r\n', `0\r\n\r\n${HIDDEN}`)));
     refused(await attack(post('Content-Length: 3\r\nTransfer-Encoding: identity, chunked\r\n', CHUNKED_ABC)));
+    // The same from a signed-in user on a protected path: the hidden request must not ride on the key.
+    const signedIn = (framing: string, body: string) =>
+      `POST /app/x HTTP/1.1\r\nHost: ${host}\r\nAuthorization: Bearer ${w.userKey}\r\n${framing}\r\n${body}`;
+    refused(
+      await attack(signedIn('Content-Length: 5\r\nTransfer-Encoding: chunked\r\n', `0\r\n\r\n${HIDDEN}`)),
+    );
+    refused(
+      await attack(signedIn('Transfer-Encoding: chunked\r\nContent-Length: 80\r\n', `0\r\n\r\n${HIDDEN}`)),
+    );
   });
 
   it('duplicate or malformed Content-Length is refused (same value, other value, signs, spaces, hex, lists)', async () => {
