@@ -1,7 +1,7 @@
 import { createPrivateKey, createPublicKey, generateKeyPairSync, type KeyObject } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { errors as joseErrors, jwtVerify, SignJWT } from 'jose';
-import type { WireIdentity } from './protocol.js';
+import { GATEHOUSE_COOKIE_PREFIX, type WireIdentity } from './protocol.js';
 
 export const COOKIE_NAME = 'gatehouse_proxy';
 export const STATE_COOKIE = 'gatehouse_proxy_state';
@@ -156,17 +156,49 @@ export function readCookie(header: string | undefined, name: string): string | u
   return found;
 }
 
-/** The Cookie header without the proxy's own cookies (they are never forwarded), or undefined when empty. */
+/**
+ * Is this cookie name one of Gatehouse's: `gatehouse_` + anything, after an optional `__Host-` or
+ * `__Secure-`, in any case and with any surrounding whitespace? Wider than what the service and
+ * the proxy read (exact names, trimmed), so whatever either reads is covered.
+ */
+export function isGatehouseCookie(name: string): boolean {
+  let n = name.trim().toLowerCase();
+  if (n.startsWith('__host-')) n = n.slice(7);
+  else if (n.startsWith('__secure-')) n = n.slice(9);
+  return n.startsWith(GATEHOUSE_COOKIE_PREFIX);
+}
+
+/** A Cookie or Set-Cookie value that may name a Gatehouse cookie: the cheap test before parsing. */
+const MENTIONS_GATEHOUSE = /gatehouse_/i;
+
+/**
+ * The Cookie header without Gatehouse's cookies, or undefined when none is left. Neither the
+ * proxy's (`gatehouse_proxy`, `gatehouse_proxy_state`) nor the service's (`gatehouse_session`,
+ * `gatehouse_device`, `__Host-` prefixed over TLS) are forwarded: the upstream could replay them
+ * as the user (the service's give the user's API). Other cookies keep their order.
+ */
 export function stripOwnCookies(header: string | undefined): string | undefined {
-  if (!header?.includes('gatehouse_proxy')) return header;
+  if (header === undefined || !MENTIONS_GATEHOUSE.test(header)) return header;
   const kept = header
     .split(';')
     .map((p) => p.trim())
     .filter((p) => {
-      const name = p.slice(0, Math.max(0, p.indexOf('='))).trim();
-      return p !== '' && name !== COOKIE_NAME && name !== STATE_COOKIE;
+      const eq = p.indexOf('=');
+      return p !== '' && !isGatehouseCookie(eq < 0 ? p : p.slice(0, eq));
     });
   return kept.length ? kept.join('; ') : undefined;
+}
+
+/**
+ * Does an upstream's Set-Cookie value set a Gatehouse cookie? An application may not: it could
+ * fix the browser's proxy or service session to one of its choosing (a session it holds).
+ */
+export function setsGatehouseCookie(setCookie: string): boolean {
+  if (!MENTIONS_GATEHOUSE.test(setCookie)) return false;
+  const semi = setCookie.indexOf(';');
+  const pair = semi < 0 ? setCookie : setCookie.slice(0, semi);
+  const eq = pair.indexOf('=');
+  return isGatehouseCookie(eq < 0 ? pair : pair.slice(0, eq));
 }
 
 export function cookieHeader(

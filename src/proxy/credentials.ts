@@ -30,6 +30,39 @@ export function presentedCredential(authorization: string | undefined): Presente
   return { kind: 'foreign' };
 }
 
+/** A key standing alone (not part of a longer run of letters and digits). */
+const KEY_IN_TEXT = /(?<![A-Za-z0-9])gv[A-Za-z0-9]{54}(?![A-Za-z0-9])/;
+/** Runs of base64 (either alphabet) long enough to encode a key (56 bytes: 75 characters). */
+const BASE64_RUN = /[A-Za-z0-9+/_-]{75,}/g;
+
+/**
+ * Does an Authorization value hold one of our API keys in any form the proxy takes or a client
+ * might send (Bearer, Basic user or password, another scheme, plain or base64)? Such a header is
+ * never forwarded, not even in mode `none`: the upstream could use the key as its owner.
+ */
+export function holdsApiKey(authorization: string): boolean {
+  if (presentedCredential(authorization).kind === 'key' || KEY_IN_TEXT.test(authorization)) return true;
+  for (const run of authorization.match(BASE64_RUN) ?? [])
+    if (KEY_IN_TEXT.test(Buffer.from(run, 'base64').toString('latin1'))) return true;
+  return false;
+}
+
+/**
+ * Does a request target carry an API key in an `access_token` query parameter (any percent-encoding
+ * of the name or the value)? The service takes keys there; the proxy does not, and would forward
+ * the URL, key included, to the upstream: such requests are refused.
+ */
+export function keyInQuery(url: string | undefined): boolean {
+  const q = url?.indexOf('?') ?? -1;
+  // A key alone is 56 characters: shorter queries cannot hold one, most requests stop here.
+  if (q < 0 || (url as string).length - q < 57) return false;
+  const query = (url as string).slice(q + 1);
+  if (!query.includes('%') && !query.includes('access_token')) return false;
+  for (const [name, value] of new URLSearchParams(query))
+    if (name === 'access_token' && API_KEY_PATTERN.test(value)) return true;
+  return false;
+}
+
 interface Entry {
   identity?: WireIdentity;
   error?: BackendError;

@@ -25,12 +25,50 @@ export const HOP = new Set([
 /** The lengths of HOP's names: a response header of another length is kept without a lookup. */
 export const HOP_LENGTHS = new Set([...HOP].map((name) => name.length));
 
-/** Inbound headers that only the proxy may set: removed from every request, in every mode. */
-export const isReserved = (name: string) =>
-  name.startsWith('x-service-') ||
-  name === 'x-remote-user' ||
-  name.startsWith('x-forwarded-') ||
-  name === 'forwarded';
+/**
+ * Inbound header names never forwarded, besides HOP itself: the names only the proxy may set
+ * (X-Service-*, X-Forwarded-*, Forwarded, X-Remote-User), names no client may set (X-Real-IP: a
+ * client address; Remote-User: an identity apps read behind auth proxies; Proxy: httpoxy), in
+ * every mode, and any other spelling of those or of a hop-by-hop or framing name. CGI, WSGI and PHP
+ * upstreams fold case and turn "-" into "_" (PHP also "."), so `X_Service_User` or `x.service.user`
+ * would reach them as the real X-Service-User, and `Transfer_Encoding` beside the proxy's own
+ * framing as a second one. So every character other than a letter or digit counts as "-".
+ * `name` is as Node gives it (lower case).
+ */
+export function isReserved(name: string): boolean {
+  // Runs for every header of every request: the answer per name is remembered (clients send a
+  // few dozen distinct names; the map is emptied when junk names fill it).
+  let reserved = reservedNames.get(name);
+  if (reserved === undefined) {
+    const n = /[^a-z0-9-]/.test(name) ? name.toLowerCase().replace(/[^a-z0-9]/g, '-') : name;
+    reserved = n !== name ? HOP.has(n) || reservedCanonical(n) : reservedCanonical(n);
+    if (reservedNames.size >= 512) reservedNames.clear();
+    reservedNames.set(name, reserved);
+  }
+  return reserved;
+}
+
+const reservedNames = new Map<string, boolean>();
+
+function reservedCanonical(n: string): boolean {
+  return (
+    n.startsWith('x-service-') ||
+    n.startsWith('x-forwarded-') ||
+    n === 'x-remote-user' ||
+    n === 'forwarded' ||
+    n === 'x-real-ip' ||
+    n === 'remote-user' ||
+    n === 'proxy'
+  );
+}
+
+/**
+ * Headers a Connection list may not remove: the proxy forwards the client's Host (an HTTP/1.1
+ * request without one is refused), so "Connection: host" must not take it away. The other headers
+ * the upstream relies on (X-Forwarded-*, the identity headers, the synthetic Authorization) are
+ * the proxy's own, added after the client's and never taken from it.
+ */
+const NOT_HOP_BY_HOP = new Set(['host']);
 
 export function hostOf(req: IncomingMessage): string {
   const h = req.headers.host ?? '';
@@ -82,7 +120,7 @@ function parseConnection(text: string): Set<string> | undefined {
     text
       .split(',')
       .map((t) => t.trim().toLowerCase())
-      .filter(Boolean),
+      .filter((t) => t !== '' && !NOT_HOP_BY_HOP.has(t)),
   );
   return set.size ? set : undefined;
 }

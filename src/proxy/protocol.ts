@@ -13,6 +13,21 @@ export const PROXY_PATHS = {
   accessCheck: '/.gatehouse/access-check/',
 } as const;
 
+/**
+ * The service's browser cookies. Part of the contract because the proxy must never forward them:
+ * with the service and an App on one host name (cookies ignore ports) or under a shared parent
+ * domain, the browser sends them to the proxy too, and the App could replay them as the user.
+ */
+export const SERVICE_COOKIES = { session: 'gatehouse_session', device: 'gatehouse_device' } as const;
+/** The service's cookies over TLS are `__Host-` + name: host-only, Secure, Path=/, no Domain. */
+export const HOST_COOKIE_PREFIX = '__Host-';
+/**
+ * Every cookie of Gatehouse (the service's and the proxy's) is named with this prefix (after an
+ * optional `__Host-` or `__Secure-`): the proxy strips such cookies from requests and refuses to
+ * relay an upstream's Set-Cookie for them.
+ */
+export const GATEHOUSE_COOKIE_PREFIX = 'gatehouse_';
+
 /** The user a request is forwarded for, as the service describes it. */
 export interface WireIdentity {
   UserID: string;

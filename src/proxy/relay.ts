@@ -1,4 +1,5 @@
 import type { ServerResponse } from 'node:http';
+import { setsGatehouseCookie } from './cookie.js';
 import { HttpError, upstreamError } from './errors.js';
 import { connectionTokens, HOP, HOP_LENGTHS } from './http.js';
 import type { Exchange, ResponseSink, UpstreamError } from './upstream/pool.js';
@@ -76,7 +77,10 @@ export function endToEndHeaders(
       const lower = name.toLowerCase();
       if ((HOP.has(lower) && lower !== 'content-length') || connTokens?.has(lower)) continue;
     }
-    out.push(name, headers[i + 1] as string);
+    const value = headers[i + 1] as string;
+    // The application may not set Gatehouse's cookies (session fixation through the app).
+    if (name.length === 10 && setsGatehouseCookie(value) && name.toLowerCase() === 'set-cookie') continue;
+    out.push(name, value);
   }
   if (extraCookies) for (const c of extraCookies) out.push('set-cookie', c);
   return out;

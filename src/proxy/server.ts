@@ -290,13 +290,12 @@ export class AccessProxy {
     ];
     const relay = new UpgradeRelay(
       socket,
-      head,
-      websocket,
       cookies.length > 0 ? cookies : undefined,
       () => this.inflight.delete(token),
       this.log,
     );
-    relay.exchange = this.pool.request(
+    relay.start(
+      this.pool,
       {
         target: up.target,
         method: req.method ?? 'GET',
@@ -305,7 +304,7 @@ export class AccessProxy {
         contentLength: undefined,
         upgrade: websocket,
       },
-      relay,
+      head,
     );
   }
 

@@ -12,7 +12,13 @@ import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { HttpError, rawResponse } from './errors.js';
 import { endToEndHeaders, RETRY_AFTER_S, upstreamFailure } from './relay.js';
-import type { Exchange, ResponseSink, UpstreamError } from './upstream/pool.js';
+import type {
+  Exchange,
+  ResponseSink,
+  UpstreamError,
+  UpstreamPool,
+  UpstreamRequest,
+} from './upstream/pool.js';
 import type { ResponseHead } from './upstream/response.js';
 
 /**
@@ -83,17 +89,26 @@ export class UpgradeRelay implements ResponseSink {
 
   constructor(
     private readonly client: Duplex,
-    head: Buffer,
-    /** The request asked the upstream for websocket: a 101 naming it becomes a tunnel. */
-    private readonly websocket: boolean,
     private readonly extraCookies: string[] | undefined,
     /** Called once, when the upstream answered or the exchange ended otherwise. */
     private readonly onAnswer: () => void,
     private readonly log: Logger,
-  ) {
+  ) {}
+
+  /** The request asked the upstream for websocket: a 101 naming it becomes a tunnel. */
+  private get websocket() {
+    return this.exchange?.req.upgrade === true;
+  }
+
+  /**
+   * Sends the request upstream and starts watching the client: `head` is what it sent after its
+   * request head (Node read it already), more may follow.
+   */
+  start(pool: UpstreamPool, request: UpstreamRequest, head: Buffer) {
+    this.exchange = pool.request(request, this);
     if (head.length > 0) this.onClientData(head);
-    client.on('data', this.onClientData);
-    client.once('close', this.onClientClose);
+    this.client.on('data', this.onClientData);
+    this.client.once('close', this.onClientClose);
   }
 
   private readonly onClientData = (chunk: Buffer) => {

@@ -77,12 +77,14 @@ describe('proxy building blocks', () => {
     expect(() => requestPath('/a\\b')).toThrow();
   });
 
-  it('reads and strips only its own cookies; returns only to local paths', () => {
+  it("reads its own cookies, strips Gatehouse's (the gatehouse_ names); returns only to local paths", () => {
     expect(readCookie('a=1; gatehouse_proxy=tok; b=2', 'gatehouse_proxy')).toBe('tok');
     expect(readCookie('gatehouse_proxy=a; gatehouse_proxy=b', 'gatehouse_proxy')).toBeUndefined();
     expect(readCookie('gatehouse_proxy_state=a', 'gatehouse_proxy')).toBeUndefined();
     expect(stripOwnCookies('a=1; gatehouse_proxy=tok; gatehouse_proxy_state=s; b=2')).toBe('a=1; b=2');
-    expect(stripOwnCookies('gatehouse_proxy_x=1; a=2')).toBe('gatehouse_proxy_x=1; a=2');
+    // The whole gatehouse_ namespace is Gatehouse's (the service's cookies too), not only the exact names.
+    expect(stripOwnCookies('gatehouse_proxy_x=1; a=2')).toBe('a=2');
+    expect(stripOwnCookies('gatehousex=1; my_gatehouse_y=2')).toBe('gatehousex=1; my_gatehouse_y=2');
     expect(stripOwnCookies('gatehouse_proxy=tok')).toBeUndefined();
     expect(safeReturnPath('/x?y=1')).toBe('/x?y=1');
     expect(safeReturnPath('//evil.example/x')).toBe('/');

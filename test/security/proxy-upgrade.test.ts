@@ -90,9 +90,10 @@ async function scriptedUpstream() {
 
 /**
  * A TCP upstream that accepts any upgrade: to a request head with an Upgrade header it answers
- * 101 naming `switchTo` (default: what was asked), to others 200; it records every byte it got.
+ * 101 naming `switchTo` (default: what was asked) and, in the same write, `firstBytes` of the new
+ * protocol; to others 200. It records every byte it got.
  */
-async function switchingUpstream(switchTo?: string) {
+async function switchingUpstream(switchTo?: string, firstBytes = '') {
   const received: string[] = [];
   const sockets = new Set<net.Socket>();
   const server = net.createServer((s) => {
@@ -110,7 +111,8 @@ async function switchingUpstream(switchTo?: string) {
       const asked = /\r\nupgrade: *([^\r]*)/i.exec(text)?.[1];
       if (asked !== undefined)
         s.write(
-          `HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: ${switchTo ?? asked}\r\n\r\n`,
+          `HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: ${switchTo ?? asked}\r\n\r\n${firstBytes}`,
+          'latin1',
         );
       else s.write('HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok');
     });
@@ -382,6 +384,32 @@ describe.each(backends())('proxy upgrade requests on %s', (backend) => {
     expect(got.split('\r\n')[0]).toBe('HTTP/1.1 101 Switching Protocols');
     expect(got).toMatch(/\r\nupgrade: websocket\r\n/i);
     expect(got).toContain('echo:early');
+  });
+
+  it('bytes of the new protocol that come with the 101 reach the client, and the tunnel carries both ways', async () => {
+    const frame = '\x81\x05hello';
+    const ws = await switchingUpstream('websocket', frame);
+    try {
+      const r = await w.proxy({
+        env: { SVC_PROXY_UPSTREAM: ws.url },
+        overrides: ['path_/public/_auth=none'],
+      });
+      const c = new RawConnection(portOf(r));
+      await c.write(
+        `GET /public/ws HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n${HANDSHAKE}\r\n`,
+      );
+      const got = await c.until((x) => x.endsWith(frame));
+      expect(got.split('\r\n')[0]).toBe('HTTP/1.1 101 Switching Protocols');
+      expect(got.slice(got.indexOf('\r\n\r\n') + 4)).toBe(frame);
+      await c.write('after the switch');
+      const stop = Date.now() + 2000;
+      while (!ws.received[0]?.endsWith('after the switch') && Date.now() < stop)
+        await new Promise((x) => setTimeout(x, 10));
+      c.close();
+      expect(ws.received[0]).toMatch(/\r\n\r\nafter the switch$/);
+    } finally {
+      await ws.close();
+    }
   });
 
   it('more than the bound of early bytes before the 101 is refused; the upstream gets none of them', async () => {

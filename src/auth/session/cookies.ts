@@ -1,7 +1,9 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { HOST_COOKIE_PREFIX, SERVICE_COOKIES } from '../../proxy/protocol.js';
 
-export const SESSION_COOKIE = 'gatehouse_session';
-export const DEVICE_COOKIE = 'gatehouse_device';
+/** The cookies' names over plain HTTP; over TLS they carry the `__Host-` prefix (cookieName). */
+export const SESSION_COOKIE = SERVICE_COOKIES.session;
+export const DEVICE_COOKIE = SERVICE_COOKIES.device;
 /** Browsers cap cookie lifetimes at 400 days. */
 const DEVICE_MAX_AGE = 400 * 86400;
 
@@ -23,11 +25,33 @@ export function readCookies(req: FastifyRequest): Map<string, string> {
   return out;
 }
 
-/** Is the request over TLS (directly)? Cookies then get Secure. */
+/**
+ * Is the request over TLS (directly, or says a proxy listed in server.trustproxy)? Cookies then
+ * get Secure and the `__Host-` prefix.
+ */
 export const isTls = (req: FastifyRequest) => req.protocol === 'https';
 
+/**
+ * A cookie's name on this request. Over TLS it is `__Host-<name>`: browsers accept such a cookie
+ * only from a secure origin, host-only (no Domain) with Path=/, so a sibling host (or an app under
+ * a shared parent domain) cannot plant one, and only that name is read. Plain HTTP (development)
+ * keeps the plain name: a browser refuses `__Host-` cookies there.
+ */
+export const cookieName = (req: FastifyRequest, name: string) =>
+  isTls(req) ? `${HOST_COOKIE_PREFIX}${name}` : name;
+
+/** The request's session token and device ID cookies, by the names this request uses. */
+export function serviceCookies(req: FastifyRequest): { session?: string; device?: string } {
+  const cookies = readCookies(req);
+  return {
+    session: cookies.get(cookieName(req, SESSION_COOKIE)),
+    device: cookies.get(cookieName(req, DEVICE_COOKIE)),
+  };
+}
+
 function cookie(req: FastifyRequest, name: string, value: string, maxAge: number | undefined): string {
-  const parts = [`${name}=${value}`, 'Path=/', 'HttpOnly', 'SameSite=Lax'];
+  // Path=/, Secure over TLS and no Domain: what the __Host- prefix requires.
+  const parts = [`${cookieName(req, name)}=${value}`, 'Path=/', 'HttpOnly', 'SameSite=Lax'];
   if (maxAge !== undefined) parts.push(`Max-Age=${maxAge}`);
   if (isTls(req)) parts.push('Secure');
   return parts.join('; ');

@@ -5,14 +5,7 @@ import type { ServiceContext } from '../../api/context.js';
 import { ApiError } from '../../api/errors.js';
 import { newId } from '../../store/objects.js';
 import { Level, levelOf, tenantDoc } from '../integrity.js';
-import {
-  clearSessionCookie,
-  DEVICE_COOKIE,
-  readCookies,
-  SESSION_COOKIE,
-  setDeviceCookie,
-  setSessionCookie,
-} from './cookies.js';
+import { clearSessionCookie, serviceCookies, setDeviceCookie, setSessionCookie } from './cookies.js';
 import { authDb, type SessionsTable } from './db.js';
 
 type Ctx = Pick<ServiceContext, 'db' | 'store'>;
@@ -266,9 +259,7 @@ export const pendingCookies = new WeakMap<FastifyRequest, string>();
 export async function requestSession(req: FastifyRequest, ctx: Ctx): Promise<RequestState> {
   let st = states.get(req);
   if (st) return st;
-  const cookies = readCookies(req);
-  const token = cookies.get(SESSION_COOKIE);
-  const device = cookies.get(DEVICE_COOKIE);
+  const { session: token, device } = serviceCookies(req);
   let session = token ? await sessionByToken(ctx, token) : undefined;
   if (session?.data.RotatePending) {
     // Boosted from another session: its level changed, so its holder gets a new token now.
