@@ -7,6 +7,7 @@ import type { StoredObject } from '../../store/objects.js';
 import { userUsable } from '../apikeys.js';
 import { type FactorKind, Level, provenLevel } from '../integrity.js';
 import { type Intent, verifyIntent } from '../intents.js';
+import { EMAIL_LOOKUP, takeRequest } from '../ratelimit.js';
 import { intentDevice } from '../session/authenticator.js';
 import {
   mutateRequestSession,
@@ -96,6 +97,8 @@ export interface Identified {
 /**
  * Names the user signing in (the e-mail step): an unidentified session gets the user (new token),
  * a session of another user is replaced by a new one. 400 Account Missing for an unknown address.
+ * Every way of asking comes through here, so every one counts against the e-mail lookup limit
+ * of the client address (429 beyond it; docs/signin.md): it bounds how fast addresses can be tried.
  */
 export async function identifyByEmail(
   req: FastifyRequest,
@@ -103,6 +106,7 @@ export async function identifyByEmail(
   ctx: ServiceContext,
   raw: string,
 ): Promise<Session> {
+  await takeRequest(ctx, EMAIL_LOOKUP, req.ip);
   const email = raw.trim().toLowerCase();
   const found = await ctx.store.findByKey(User, 'Email', email);
   if (!found) throw new ApiError('AccountMissing', 'no user has this e-mail address', { field: 'email' });
