@@ -35,15 +35,19 @@ export function trustedTag(secret: Doc, deviceId: string | undefined, now = Date
   return typeof seen === 'number' && now - seen < TRUSTED_DEVICE_MS ? tag : undefined;
 }
 
-/** Records a completed sign-in of the user on this device (no write when recorded recently). */
+/**
+ * Records a completed sign-in of the user on this device; no write when recorded recently
+ * (`secret`: the user's hidden state as just read, to skip reading it again).
+ */
 export async function rememberDevice(
   ctx: Pick<ServiceContext, 'store'>,
   userId: string,
   deviceId: string,
+  secret?: Doc,
 ): Promise<void> {
   const tag = deviceTag(deviceId);
   const now = Date.now();
-  const seen = trustedDevices(await ctx.store.getSecret(User, userId))[tag];
+  const seen = trustedDevices(secret ?? (await ctx.store.getSecret(User, userId)))[tag];
   if (typeof seen === 'number' && now - seen < REFRESH_MS) return;
   await ctx.store.systemPut(User, userId, (doc, secret) => {
     if (!doc) return null;

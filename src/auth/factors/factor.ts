@@ -168,7 +168,7 @@ export async function proven(
     const user = await ctx.store.get(User, after.userId);
     const secret = await ctx.store.getSecret(User, after.userId);
     if (user && level >= (await reachableLevel(user.doc, secret)))
-      await rememberDevice(ctx, after.userId, after.deviceId);
+      await rememberDevice(ctx, after.userId, after.deviceId, secret);
   }
   return after;
 }
