@@ -14,7 +14,7 @@ import {
   STATE_COOKIE,
   stripOwnCookies,
 } from './cookie.js';
-import { ApiKeyCache, presentedCredential } from './credentials.js';
+import { ApiKeyCache, holdsApiKey, keyInQuery, presentedCredential } from './credentials.js';
 import { HttpError, rawResponse, sendError, upstreamError } from './errors.js';
 import { HostRoutes, type Learned } from './hosts.js';
 import {
@@ -42,7 +42,13 @@ export interface Identified {
 }
 
 type AuthOutcome =
-  | { ok: true; who: Identified | undefined; clearCookie?: boolean }
+  | {
+      ok: true;
+      who: Identified | undefined;
+      clearCookie?: boolean;
+      /** Mode `none`: the client's Authorization is the application's (unless it holds our key). */
+      appAuthorization?: true;
+    }
   | { ok: false; status: number; code: string; message: string; headers?: Record<string, string> };
 
 interface InFlight {
@@ -215,7 +221,7 @@ export class AccessProxy {
     const origin = this.originOf(req);
     this.inflight.set(token, { identity: who?.identity, origin });
     const up = this.upstream(upstream);
-    const head = `${req.method} ${up.base}${path}${query} HTTP/1.1\r\n${this.upstreamHeaders(req, who, token, origin, up.target)}`;
+    const head = `${req.method} ${up.base}${path}${query} HTTP/1.1\r\n${this.upstreamHeaders(req, auth, token, origin, up.target)}`;
     const length = req.headers['content-length'];
     const hasBody = length !== undefined ? length !== '0' : req.headers['transfer-encoding'] !== undefined;
     // Cookies to set on the response: none on the common request.
@@ -282,7 +288,7 @@ export class AccessProxy {
     this.inflight.set(token, { identity: auth.who?.identity, origin });
     const up = this.upstream(route.upstream);
     const websocket = isWebsocketUpgrade(req);
-    let lines = `${req.method} ${up.base}${path}${query} HTTP/1.1\r\n${this.upstreamHeaders(req, auth.who, token, origin, up.target)}`;
+    let lines = `${req.method} ${up.base}${path}${query} HTTP/1.1\r\n${this.upstreamHeaders(req, auth, token, origin, up.target)}`;
     if (websocket) lines += 'connection: Upgrade\r\nupgrade: websocket\r\n';
     const cookies = [
       ...(auth.who?.setCookie ? [auth.who.setCookie] : []),
@@ -312,7 +318,14 @@ export class AccessProxy {
 
   /** Synchronous for cached API keys and cookies; a promise when the service must be asked. */
   private authenticate(req: IncomingMessage, mode: AuthMode): AuthOutcome | Promise<AuthOutcome> {
-    if (mode === 'none') return { ok: true, who: undefined };
+    if (keyInQuery(req.url))
+      return {
+        ok: false,
+        status: 400,
+        code: 'Bad Request',
+        message: 'an API key in the URL is not accepted here: send it as "Authorization: Bearer <key>"',
+      };
+    if (mode === 'none') return { ok: true, who: undefined, appAuthorization: true };
     const presented = presentedCredential(req.headers.authorization);
     if (presented.kind === 'key') {
       if (this.tokenProblem) return this.unavailable();
@@ -453,23 +466,28 @@ export class AccessProxy {
 
   /**
    * The header lines of the upstream request (each ending in CRLF): the client's headers less
-   * hop-by-hop, framing, spoofable and the proxy's own cookies, then the proxy's headers.
+   * hop-by-hop, framing, reserved (any spelling), Gatehouse's cookies and any Authorization the
+   * upstream could take for ours, then the proxy's headers, each exactly once.
    * Node's parser has already refused CR, LF and NUL in the client's names and values.
    */
   private upstreamHeaders(
     req: IncomingMessage,
-    who: Identified | undefined,
+    auth: Extract<AuthOutcome, { ok: true }>,
     token: string,
     origin: string,
     target: UpstreamTarget,
   ): string {
+    const who = auth.who;
     const from = req.headers;
     const conn = connectionTokens(from.connection);
     let h = '';
     for (const k in from) {
       const v = from[k];
       if (v === undefined || HOP.has(k) || isReserved(k) || conn?.has(k)) continue;
-      if (k === 'authorization' && who) continue;
+      // In optional and required mode an Authorization reaching the upstream is the proxy's
+      // synthetic one, or none: a client's could pass for it. In mode none it is the app's own,
+      // but never one of our keys.
+      if (k === 'authorization' && !(auth.appAuthorization && !holdsApiKey(v as string))) continue;
       if (k === 'cookie') {
         const kept = stripOwnCookies(v as string);
         if (kept) h += `cookie: ${kept}\r\n`;
