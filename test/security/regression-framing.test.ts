@@ -208,6 +208,11 @@ describe.each(backends())('proxy request framing on %s', (backend) => {
     const headOnly = await attack(head(10));
     expect(headOnly.statuses).toEqual([401]);
     expect(headOnly.seen).toEqual([]);
+    // Accepted: the expectation is the proxy's to answer, never passed on (the upstream's own 100
+    // would reach the client as a second interim answer to a body already sent).
+    const open = await attack(post('Content-Length: 3\r\nExpect: 100-continue\r\n', 'abc'));
+    forwardedOnce(open, 'abc');
+    expect(open.seen[0]?.headers.expect).toBeUndefined();
   });
 
   it('HTTP/0.9, an HTTP/2 preface, and CONNECT on the plaintext port reach nothing protected', async () => {
