@@ -1,3 +1,4 @@
+import { canonicalPath, PathError, pathMatchKey, prefixCovers } from '../core/path.js';
 import { ConfigError, type ConfigSources, loadSections, readConfigFile } from './load.js';
 import { bool, listen, oneOf, type SectionValues, type Setting, str } from './setting.js';
 
@@ -194,8 +195,10 @@ export const prefixSettings = {
 export type PrefixSettingName = keyof typeof prefixSettings;
 
 export interface PrefixRule {
-  /** Normalized prefix: starts with "/", no trailing "/" except the root itself. */
+  /** Canonical prefix (src/core/path.ts): starts with "/", no trailing "/" except the root itself. */
   prefix: string;
+  /** The prefix's match key (pathMatchKey): what lenient upstreams read it as. */
+  match: string;
   auth?: AuthMode;
   upstream?: string;
 }
@@ -220,36 +223,24 @@ export interface ProxyConfigSources extends ConfigSources {
 }
 
 /**
- * Normalizes a prefix written in any of the three forms: percent-escapes are decoded, "__"
- * stands for "/" (for environment variable names, which shells cannot write with "/"),
- * a leading "/" is added, "." and ".." segments are resolved, and a trailing "/" is dropped
- * (prefixes match whole path segments, so "/static/" and "/static" are the same prefix).
+ * Normalizes a prefix written in any of the three forms: "__" stands for "/" (for environment
+ * variable names, which shells cannot write with "/"), a leading "/" is added, and the result is
+ * made canonical exactly as request paths are (src/core/path.ts: unreserved escapes decoded,
+ * dot segments resolved, what has no canonical form refused), so that a prefix and a request
+ * path are compared in one form. A trailing "/" is dropped (prefixes match whole path segments,
+ * so "/static/" and "/static" are the same prefix).
  */
 export function normalizePrefix(raw: string, key: string): string {
-  let text = raw.replace(/__/g, '/');
-  try {
-    text = decodeURIComponent(text);
-  } catch {
-    throw new ConfigError(key, `the prefix ${JSON.stringify(raw)} has a bad percent-escape`);
-  }
+  const text = raw.replace(/__/g, '/');
   if (text === '') throw new ConfigError(key, 'the path prefix is empty');
-  if (/[\s?#\\]/.test(text)) throw new ConfigError(key, `the prefix ${JSON.stringify(raw)} is not a path`);
-  const p = normalizePath(text.startsWith('/') ? text : `/${text}`);
-  return p.length > 1 && p.endsWith('/') ? p.slice(0, -1) : p;
-}
-
-/** Resolves "." and ".." segments and repeated slashes; keeps a trailing "/". Never climbs above "/". */
-export function normalizePath(path: string): string {
-  const segs = path.split('/');
-  const out: string[] = [];
-  for (const s of segs.slice(1)) {
-    if (s === '' || s === '.') continue;
-    if (s === '..') out.pop();
-    else out.push(s);
+  let p: string;
+  try {
+    p = canonicalPath(text.startsWith('/') ? text : `/${text}`);
+  } catch (e) {
+    if (!(e instanceof PathError)) throw e;
+    throw new ConfigError(key, `the prefix ${JSON.stringify(raw)} is not a usable path: ${e.message}`);
   }
-  const last = segs[segs.length - 1];
-  const trailing = out.length > 0 && (last === '' || last === '.' || last === '..');
-  return `/${out.join('/')}${trailing ? '/' : ''}`;
+  return p.length > 1 && p.endsWith('/') ? p.slice(0, -1) : p;
 }
 
 interface RawOverride {
@@ -342,7 +333,7 @@ export function loadProxyConfig(sources: ProxyConfigSources): ProxyConfig {
   }
   const prefixes: PrefixRule[] = [...rules.entries()]
     .map(([prefix, r]) => {
-      const rule: PrefixRule = { prefix };
+      const rule: PrefixRule = { prefix, match: pathMatchKey(prefix) };
       if (r.auth) rule.auth = r.auth.value as AuthMode;
       if (r.upstream) rule.upstream = r.upstream.value as string;
       return rule;
@@ -364,26 +355,41 @@ export interface RouteDefaults {
   readonly upstream: string;
 }
 
-/** Does `prefix` match `path` on whole segments? Both must be normalized. */
-export function prefixMatches(prefix: string, path: string): boolean {
-  if (prefix === '/') return true;
-  return path === prefix || path.startsWith(`${prefix}/`);
-}
+const STRICTNESS: Record<AuthMode, number> = { none: 0, optional: 1, required: 2 };
 
 /**
- * Resolves the settings for a normalized path: each setting from the longest prefix that sets it,
- * else from `defaults` (the request's host, see src/proxy/hosts.ts), else proxy.auth/proxy.upstream.
+ * Resolves the settings for a canonical path (src/core/path.ts): each setting from the longest
+ * prefix that sets it, else from `defaults` (the request's host, see src/proxy/hosts.ts), else
+ * proxy.auth/proxy.upstream. Prefixes are matched twice: on the canonical path, and on the match
+ * keys (pathMatchKey: case folded, `;` parameters and trailing dots cut), which is how lenient
+ * upstreams may read the same path. The stricter mode wins, with the upstream of the reading it
+ * came from: "/ADMIN" or "/admin;x" gets the mode of the "/admin" prefix when that is stricter,
+ * never a laxer one ("/PUBLIC/x" does not get an open "/public" prefix's mode).
  */
-export function routeFor(
+export function routeFor(config: ProxyConfig, canonical: string, defaults?: RouteDefaults): RouteSettings {
+  const exact = settle(config, defaults, canonical, false);
+  const key = pathMatchKey(canonical);
+  if (key === canonical && !keysDiffer(config.prefixes)) return exact;
+  const loose = settle(config, defaults, key, true);
+  return STRICTNESS[loose.auth] > STRICTNESS[exact.auth] ? loose : exact;
+}
+
+function keysDiffer(rules: readonly PrefixRule[]): boolean {
+  for (const r of rules) if (r.match !== r.prefix) return true;
+  return false;
+}
+
+function settle(
   config: ProxyConfig,
-  normalizedPath: string,
-  defaults?: RouteDefaults,
+  defaults: RouteDefaults | undefined,
+  path: string,
+  byKey: boolean,
 ): RouteSettings {
   let auth: AuthMode | undefined;
   let upstream: string | undefined;
   let matched: string | undefined;
   for (const rule of config.prefixes) {
-    if (!prefixMatches(rule.prefix, normalizedPath)) continue;
+    if (!prefixCovers(byKey ? rule.match : rule.prefix, path)) continue;
     matched ??= rule.prefix;
     auth ??= rule.auth;
     upstream ??= rule.upstream;

@@ -23,6 +23,8 @@ export interface Learned {
   readonly appAuth: AuthMode | undefined;
   /** The App's VirtualHosts that set an Upstream or an Auth, by lower-case name. */
   readonly hosts: ReadonlyMap<string, HostSettings>;
+  /** Every VirtualHost name of the App (lower case): names this proxy serves. */
+  readonly names: ReadonlySet<string>;
 }
 
 const isMode = (v: unknown): v is AuthMode => (AUTH_MODES as readonly unknown[]).includes(v);
@@ -46,9 +48,13 @@ export function learnFrom(r: RegisterResponse, log: Logger): Learned {
   };
   const appAuth = mode(r.ProxyAuth, { field: 'App.ProxyAuth' });
   const hosts = new Map<string, HostSettings>();
+  const names = new Set<string>();
+  for (const n of Array.isArray(r.VirtualHosts) ? r.VirtualHosts : [])
+    if (typeof n === 'string' && HOST_NAME.test(n)) names.add(n.toLowerCase());
   for (const h of Array.isArray(r.Hosts) ? r.Hosts : []) {
     if (typeof h?.Name !== 'string' || h.Name === '') continue;
     const name = h.Name.toLowerCase();
+    if (HOST_NAME.test(name)) names.add(name);
     let upstream: string | undefined;
     if (h.Upstream !== undefined && h.Upstream !== null && h.Upstream !== '') {
       try {
@@ -66,7 +72,7 @@ export function learnFrom(r: RegisterResponse, log: Logger): Learned {
     const auth = mode(h.Auth, { field: 'VirtualHost.Auth', host: name });
     if (auth !== undefined || upstream !== undefined) hosts.set(name, { auth, upstream });
   }
-  return { appAuth, hosts };
+  return { appAuth, hosts, names };
 }
 
 /**
@@ -86,11 +92,16 @@ export class HostRoutes {
   /** For any Host that is not a VirtualHost of the App (and for every Host when there are none). */
   readonly global: RouteDefaults;
   private readonly byHost = new Map<string, RouteDefaults>();
+  /** The names this proxy serves: proxy.name and the App's VirtualHosts (lower case). */
+  private readonly served: ReadonlySet<string>;
   /** Host header as sent -> its defaults; bounded, since clients choose what they send. */
   private readonly seen = new Map<string, RouteDefaults>();
 
   constructor(config: ProxyConfig, learned: Learned | undefined) {
     this.global = { auth: defaultMode(config, learned), upstream: config.proxy.upstream };
+    const served = new Set(learned?.names);
+    if (config.proxy.name !== '') served.add(config.proxy.name.toLowerCase());
+    this.served = served;
     for (const [name, h] of learned?.hosts ?? [])
       this.byHost.set(name, {
         auth: h.auth ?? this.global.auth,
@@ -109,6 +120,27 @@ export class HostRoutes {
     }
     return d;
   }
+
+  /** Is `name` (lower case, from plainHostName) proxy.name or a VirtualHost of the App? */
+  serves(name: string): boolean {
+    return this.served.has(name);
+  }
+}
+
+/** A DNS host name (letters, digits, hyphens; dot-separated labels; no trailing dot). */
+const HOST_NAME = /^(?=.{1,253}$)[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$/i;
+
+/**
+ * The host name of a Host header that is exactly "name" or "name:port" with a DNS name (lower
+ * case, port dropped); undefined for anything else: IP addresses, user info ("a@b"), URLs,
+ * trailing dots, bad ports. Only a name like this can be compared with the names the proxy serves.
+ */
+export function plainHostName(host: string | undefined): string | undefined {
+  if (host === undefined) return undefined;
+  const colon = host.indexOf(':');
+  const name = colon < 0 ? host : host.slice(0, colon);
+  if (colon >= 0 && !/^\d{1,5}$/.test(host.slice(colon + 1))) return undefined;
+  return HOST_NAME.test(name) && !/^[\d.]+$/.test(name) ? name.toLowerCase() : undefined;
 }
 
 /** The name in a Host header: lower case, without a port ("Wiki.Example:8443" -> "wiki.example"). */

@@ -1,8 +1,10 @@
 /** What the proxy reads from and checks in client requests: paths, hosts and headers. */
 import type { IncomingMessage } from 'node:http';
-import { normalizePath } from '../config/proxy.js';
+import { canonicalPath, PathError } from '../core/path.js';
 import { redactUrl } from '../core/redact.js';
+import { localReturnPath } from '../core/returnurl.js';
 import { HttpError } from './errors.js';
+import { plainHostName } from './hosts.js';
 
 /**
  * Hop-by-hop headers (RFC 9110 7.6.1), and the framing headers the upstream client sets itself:
@@ -70,18 +72,44 @@ function reservedCanonical(n: string): boolean {
  */
 const NOT_HOP_BY_HOP = new Set(['host']);
 
-export function hostOf(req: IncomingMessage): string {
-  const h = req.headers.host ?? '';
-  return /^[A-Za-z0-9.:[\]-]{1,300}$/.test(h) ? h : 'localhost';
+/** The Host header's DNS name (lower case, no port) when it is a plain "name[:port]"; else undefined. */
+export function hostOf(req: IncomingMessage): string | undefined {
+  return plainHostName(req.headers.host);
 }
 
 /**
- * The path (normalized, see requestPath) and the query ("" or from "?") of a request target.
+ * An origin from what the proxy knows of a connection: its scheme, `name` when the caller has
+ * checked it is one the proxy serves, else the local address the connection arrived on (IPv6 in
+ * brackets, IPv4-mapped IPv6 as IPv4), and the local port unless it is the scheme's default.
+ */
+export function listenerOrigin(
+  secure: boolean,
+  name: string | undefined,
+  address: string | undefined,
+  port: number | undefined,
+): string {
+  let host = name;
+  if (host === undefined) {
+    const mapped = /^::ffff:(\d{1,3}(?:\.\d{1,3}){3})$/i.exec(address ?? '');
+    if (mapped) host = mapped[1] as string;
+    else if (address?.includes(':')) host = `[${address.replace(/%/g, '%25')}]`;
+    else host = address || 'localhost';
+  }
+  const scheme = secure ? 'https' : 'http';
+  return port === undefined || port === (secure ? 443 : 80)
+    ? `${scheme}://${host}`
+    : `${scheme}://${host}:${port}`;
+}
+
+/**
+ * The path (canonical, see requestPath) and the query ("" or from "?") of a request target.
  * Only origin-form ("/path?query") is accepted: an absolute-form target ("http://host/path")
- * would match no prefix and reach the upstream as it was sent.
+ * would match no prefix and reach the upstream as it was sent. A "#" anywhere is refused: it is
+ * never sent by browsers, and upstreams disagree on whether it ends the path.
  */
 export function requestTarget(url: string | undefined): { path: string; query: string } {
   const target = url ?? '/';
+  if (target.includes('#')) throw new HttpError(400, 'Bad Request', '"#" is not allowed in a request target');
   const q = target.indexOf('?');
   const rawPath = q < 0 ? target : target.slice(0, q);
   if (!rawPath.startsWith('/')) throw new HttpError(400, 'Bad Request', 'the request target must be a path');
@@ -89,15 +117,18 @@ export function requestTarget(url: string | undefined): { path: string; query: s
 }
 
 /**
- * The path the proxy decides on and forwards: percent-encoded dots are decoded so that "%2e%2e"
- * cannot hide a "..", dot segments are resolved, and encoded slashes or backslashes are refused
- * (an upstream that decodes them would see another path than the one whose mode was applied).
+ * The path the proxy decides on and forwards: its canonical form (src/core/path.ts), the same form
+ * configured prefixes are in. A path without one (encoded slashes, control characters, bad or
+ * double escapes) is refused with 400 rather than guessed at: an upstream reading it another way
+ * would see another path than the one whose mode was applied.
  */
 export function requestPath(raw: string): string {
-  if ((raw.includes('%') || raw.includes('\\')) && /%(2f|5c)|\\/i.test(raw))
-    throw new HttpError(400, 'Bad Request', 'encoded slashes and backslashes are not allowed in paths');
-  const p = raw.includes('%') ? raw.replace(/%2e/gi, '.') : raw;
-  return p.includes('/.') || p.includes('//') ? normalizePath(p) : p;
+  try {
+    return canonicalPath(raw);
+  } catch (e) {
+    if (e instanceof PathError) throw new HttpError(400, 'Bad Request', e.message);
+    throw e;
+  }
 }
 
 /** Parsed Connection header values: a handful of distinct ones ("keep-alive", "close") in practice. */
@@ -136,9 +167,12 @@ export function isBrowser(req: IncomingMessage): boolean {
   return String(req.headers.accept ?? '').includes('text/html');
 }
 
-/** Only a path on this origin ("/x", never "//host" or a URL) may be returned to after sign-in. */
+/**
+ * Only a path on this origin may be returned to after sign-in: the project's one check
+ * (src/core/returnurl.ts, also the service's); anything else returns to "/".
+ */
 export function safeReturnPath(v: string): string {
-  return v.startsWith('/') && !v.startsWith('//') && !/[\\\r\n]/.test(v) ? v : '/';
+  return localReturnPath(v, '/');
 }
 
 /**

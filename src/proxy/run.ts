@@ -137,6 +137,7 @@ export async function startProxy(config: ProxyConfig, opts: StartProxyOptions): 
   }
   if (tlsManager) {
     proxy.onFirstHost = (name) => tlsManager.learnName(name);
+    proxy.holdsCertificateFor = (name) => tlsManager.serves(name);
   }
 
   let heartbeat: NodeJS.Timeout | undefined;

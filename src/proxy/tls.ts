@@ -35,6 +35,8 @@ export class TlsManager {
   private client: acme.Client | undefined;
   private timer: NodeJS.Timeout | undefined;
   private staticOptions: { cert: Buffer; key: Buffer } | undefined;
+  /** The DNS names of proxy.cert (lower case; "*.example" for wildcards). */
+  private staticNames: ReadonlySet<string> | undefined;
 
   private constructor(
     private readonly config: ProxyConfig,
@@ -54,6 +56,7 @@ export class TlsManager {
         }
       };
       m.staticOptions = { cert: read('cert'), key: read('key') };
+      m.staticNames = certificateNames(m.staticOptions.cert);
       try {
         tls.createSecureContext(m.staticOptions);
       } catch (e) {
@@ -150,6 +153,21 @@ export class TlsManager {
 
   setVirtualHosts(names: string[]) {
     this.virtualHosts = new Set(names.map((n) => n.toLowerCase()).filter((n) => HOSTNAME.test(n)));
+  }
+
+  /**
+   * Does this proxy hold a certificate for `name` (lower case)? proxy.cert's DNS names (a
+   * wildcard covers one label), or a certificate obtained by ACME, or a VirtualHost that gets one.
+   * A name learned from the first TLS request counts once its certificate is held: a CA has then
+   * checked that the name reaches this proxy.
+   */
+  serves(name: string): boolean {
+    if (this.staticNames) {
+      if (this.staticNames.has(name)) return true;
+      const dot = name.indexOf('.');
+      return dot > 0 && this.staticNames.has(`*${name.slice(dot)}`);
+    }
+    return this.held.has(name) || this.virtualHosts.has(name);
   }
 
   /** The names certificates may be obtained for. */
@@ -249,6 +267,22 @@ export class TlsManager {
 
   close() {
     if (this.timer) clearInterval(this.timer);
+  }
+}
+
+/** The DNS names in a PEM certificate's subjectAltName; none when it cannot be read. */
+function certificateNames(pem: Buffer): ReadonlySet<string> {
+  try {
+    const alt = new X509Certificate(pem).subjectAltName ?? '';
+    return new Set(
+      alt
+        .split(',')
+        .map((e) => e.trim())
+        .filter((e) => e.startsWith('DNS:'))
+        .map((e) => e.slice(4).toLowerCase()),
+    );
+  } catch {
+    return new Set();
   }
 }
 

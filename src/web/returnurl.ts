@@ -1,23 +1,22 @@
 import type { FastifyRequest } from 'fastify';
 import { ownOrigin } from '../auth/session/authenticator.js';
+import { isLocalReturnPath, MAX_RETURN_LENGTH } from '../core/returnurl.js';
 import type { Doc } from '../objects/fields.js';
 
 /**
  * The return URL sign-in may send the browser to, or '' when it is not allowed. Allowed: a path
- * on this service ("/x", not "//x" or "/\x"), or an absolute http(s) URL whose origin is this
+ * on this service that browsers cannot read as another origin (src/core/returnurl.ts, the check
+ * the access proxy uses too), or an absolute http(s) URL whose origin is this
  * service's, the tenant's SigninURL's, or listed in Tenant.AllowedReturnOrigins. Never a
  * javascript:, data: or protocol-relative URL, never credentials in the URL.
  */
 export function safeReturnUrl(req: FastifyRequest, tenant: Doc, raw: unknown): string {
-  if (typeof raw !== 'string' || raw === '' || raw.length > 2048) return '';
+  if (typeof raw !== 'string' || raw === '' || raw.length > MAX_RETURN_LENGTH) return '';
+  if (raw.startsWith('/')) return isLocalReturnPath(raw) ? raw : '';
   // Control characters and whitespace let browsers read a URL differently than we do.
   // biome-ignore lint/suspicious/noControlCharactersInRegex: that is the point
   if (/[\u0000-\u0020\u007f\\]/.test(raw)) return '';
   const own = ownOrigin(req);
-  if (raw.startsWith('/')) {
-    if (raw.startsWith('//')) return '';
-    return new URL(raw, own).origin === own ? raw : '';
-  }
   let u: URL;
   try {
     u = new URL(raw);

@@ -3,7 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ConfigError } from '../../src/config/load.js';
-import { DEFAULT_ACME_SERVER, loadProxyConfig, normalizePath, routeFor } from '../../src/config/proxy.js';
+import { DEFAULT_ACME_SERVER, loadProxyConfig, routeFor } from '../../src/config/proxy.js';
+import { canonicalPath as normalizePath } from '../../src/core/path.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'gh-proxy-config-'));
 let n = 0;
@@ -158,12 +159,17 @@ describe('proxy settings', () => {
       overrides: ['path_/static/_auth=required', 'path_/my_dir/_upstream=http://md:1'],
     });
     const byPrefix = Object.fromEntries(c.prefixes.map((p) => [p.prefix, p]));
-    expect(byPrefix['/static']).toEqual({ prefix: '/static', auth: 'required', upstream: 'http://files:1' });
-    expect(byPrefix['/a.b']).toEqual({ prefix: '/a.b', auth: 'optional' });
-    expect(byPrefix['/api/v1']).toEqual({ prefix: '/api/v1', upstream: 'http://api:1' });
-    expect(byPrefix['/x_y']).toEqual({ prefix: '/x_y', auth: 'none' });
-    expect(byPrefix['/my_dir']).toEqual({ prefix: '/my_dir', upstream: 'http://md:1' });
-    expect(byPrefix['/']).toEqual({ prefix: '/', upstream: 'http://root:1' });
+    expect(byPrefix['/static']).toEqual({
+      prefix: '/static',
+      match: '/static',
+      auth: 'required',
+      upstream: 'http://files:1',
+    });
+    expect(byPrefix['/a.b']).toEqual({ prefix: '/a.b', match: '/a.b', auth: 'optional' });
+    expect(byPrefix['/api/v1']).toEqual({ prefix: '/api/v1', match: '/api/v1', upstream: 'http://api:1' });
+    expect(byPrefix['/x_y']).toEqual({ prefix: '/x_y', match: '/x_y', auth: 'none' });
+    expect(byPrefix['/my_dir']).toEqual({ prefix: '/my_dir', match: '/my_dir', upstream: 'http://md:1' });
+    expect(byPrefix['/']).toEqual({ prefix: '/', match: '/', upstream: 'http://root:1' });
   });
 
   it('longest prefix wins, on whole segments of the normalized path', () => {

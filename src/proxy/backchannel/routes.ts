@@ -278,7 +278,9 @@ export function registerProxyBackchannel(app: FastifyInstance, ctx: ServiceConte
       (target.protocol !== 'https:' && target.protocol !== 'http:') ||
       target.pathname !== PROXY_PATHS.callback ||
       target.search !== '' ||
+      target.hash !== '' ||
       target.username !== '' ||
+      target.password !== '' ||
       !(await appOrigins(ctx, a)).has(target.origin)
     )
       throw new ApiError(
