@@ -6,8 +6,10 @@ import {
   checkFieldRules,
   checkPrivilegedObject,
   FIELD_RULES,
+  type PrivilegeLookup,
 } from '../auth/permissions.js';
 import type { Principal } from '../auth/principal.js';
+import { APIKey } from '../objects/apikey.js';
 import { type Doc, defaultOf, normalize } from '../objects/fields.js';
 import { objectTypes } from '../objects/registry.js';
 import { TENANT_ID } from '../objects/tenant.js';
@@ -82,6 +84,18 @@ function notAllowed(type: ObjectType, item: boolean): never {
 
 /** Registers list, create, get, update and delete for every type, as its ops allow. */
 export function registerObjectRoutes(app: FastifyInstance, { store }: ServiceContext) {
+  const lookup: PrivilegeLookup = {
+    async keysOf(userId) {
+      const page = await store.list(
+        APIKey,
+        parseListQuery(APIKey, { filter: `UserID = ${JSON.stringify(userId)}` }),
+      );
+      const keys: Doc[] = [];
+      for await (const chunk of page.chunks)
+        for (const line of chunk.split('\n')) if (line !== '') keys.push(JSON.parse(line).Item as Doc);
+      return keys;
+    },
+  };
   for (const type of objectTypes) {
     const has = (op: Op) => type.ops.includes(op);
     const collection = `/${type.path}`;
@@ -110,7 +124,7 @@ export function registerObjectRoutes(app: FastifyInstance, { store }: ServiceCon
       }
       checkOwner(req, type, a, existing.doc, id);
       if (!etagMatches(ifMatch, existing.etag, false)) return ifMatch; // the store answers 412
-      checkPrivilegedObject(principalOf(req), type.kind, id, existing.doc, op);
+      await checkPrivilegedObject(principalOf(req), type.kind, id, existing.doc, op, lookup);
       if (op === 'update') checkFields(req, existing.doc);
       return existing.etag;
     };

@@ -97,16 +97,32 @@ export const FIELD_RULES: Record<string, Record<string, FieldRule>> = {
   },
 };
 
+/** What a privilege rule may look up besides the object itself. */
+export interface PrivilegeLookup {
+  /** The API keys whose UserID is this user. */
+  keysOf(userId: string): Promise<Doc[]>;
+}
+
+const scopesOf = (key: Doc): Scope[] => (Array.isArray(key.Scopes) ? (key.Scopes as Scope[]) : []);
+
 /**
  * The scopes an object stands for: to change or delete it the caller must hold them all, so a
  * sync key cannot take over an administrator (by changing the e-mail address and recovering the
  * account, or by disabling them) and a user cannot revoke a key more powerful than its own access.
+ * A user stands for the scopes of its API keys too (disabling or deleting the user revokes them),
+ * except `user`, which every user has anyway.
  * docs/api.md carries this as the privileged-objects table.
  */
-export const PRIVILEGE_OF: Record<string, (doc: Doc) => readonly Scope[]> = {
-  User: (doc) => (doc.Admin === true ? ['admin'] : []),
-  APIKey: (doc) => (Array.isArray(doc.Scopes) ? (doc.Scopes as Scope[]) : []),
-};
+export const PRIVILEGE_OF: Record<string, (doc: Doc, lookup: PrivilegeLookup) => Promise<readonly Scope[]>> =
+  {
+    User: async (doc, lookup) => {
+      const held = new Set<Scope>(doc.Admin === true ? ['admin'] : []);
+      for (const key of await lookup.keysOf(String(doc.ID))) for (const s of scopesOf(key)) held.add(s);
+      held.delete('user');
+      return [...held];
+    },
+    APIKey: async (doc) => scopesOf(doc),
+  };
 
 /** Does the principal hold every one of these scopes (admin holds all)? */
 export function holdsAll(p: Principal, scopes: readonly Scope[]): boolean {
@@ -154,8 +170,17 @@ export function checkFieldRules(
 }
 
 /** Refuses (403) a change or deletion of an object that stands for scopes the caller lacks. */
-export function checkPrivilegedObject(p: Principal, kind: string, id: string, doc: Doc, op: Op): void {
-  const scopes = PRIVILEGE_OF[kind]?.(doc) ?? [];
+export async function checkPrivilegedObject(
+  p: Principal,
+  kind: string,
+  id: string,
+  doc: Doc,
+  op: Op,
+  lookup: PrivilegeLookup,
+): Promise<void> {
+  const rule = PRIVILEGE_OF[kind];
+  if (!rule || p.scopes.has('admin')) return;
+  const scopes = await rule(doc, lookup);
   if (holdsAll(p, scopes)) return;
   throw new ApiError(
     'Forbidden',

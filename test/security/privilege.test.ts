@@ -103,6 +103,12 @@ describe.each(backends())('privilege-bearing fields on %s', (backend) => {
     run: (c: Caller, target: string) => Promise<LightMyRequestResponse>;
   };
   const newAdmin = async () => `/users/${await newUser(true)}`;
+  /** A plain (not Admin) user holding a key with these scopes. */
+  const holderOf = async (scopes: string[]) => {
+    const id = await newUser(false);
+    await s.keyFor(scopes, id);
+    return `/users/${id}`;
+  };
   const attacks: Attack[] = [
     {
       name: 'create a user with Admin true',
@@ -166,6 +172,24 @@ describe.each(backends())('privilege-bearing fields on %s', (backend) => {
       name: 'delete an administrator',
       ok: 204,
       setup: newAdmin,
+      run: (c, url) => del(c, url),
+    },
+    {
+      name: 'disable a plain user who holds an admin key (revoking the key)',
+      ok: 204,
+      setup: async () => holderOf(['admin']),
+      run: (c, url) => put(c, url, (d) => (d.Disabled = true)),
+    },
+    {
+      name: "change the Email of a plain user who holds an admin key (taking the key's user over)",
+      ok: 204,
+      setup: async () => holderOf(['admin']),
+      run: (c, url) => put(c, url, (d) => (d.Email = `evil${++n}@example.com`)),
+    },
+    {
+      name: 'delete a plain user who holds an admin key',
+      ok: 204,
+      setup: async () => holderOf(['admin']),
       run: (c, url) => del(c, url),
     },
     {
@@ -241,6 +265,20 @@ describe.each(backends())('privilege-bearing fields on %s', (backend) => {
     expect((await put(sync, url, (d) => (d.Email = 'plain3@example.com'))).statusCode).toBe(204);
     expect((await put(sync, url, (d) => (d.Disabled = true))).statusCode).toBe(204);
     expect((await del(sync, url)).statusCode).toBe(204);
+  });
+
+  it('a user holding a key stands for its scopes (except user): sync alone may not revoke an audit key that way', async () => {
+    const sync = callers.find((c) => c.name === 'sync key')!;
+    const wide = callers.find((c) => c.name === 'user+audit+sync key')!;
+    const auditHolder = await holderOf(['audit', 'user']);
+    const refused = await put(sync, auditHolder, (d) => (d.Disabled = true));
+    expect(refused.statusCode, refused.body).toBe(403);
+    expect(refused.json().Message).toMatch(/audit/);
+    expect((await put(wide, auditHolder, (d) => (d.Disabled = true))).statusCode).toBe(204);
+    // user and sync keys are no obstacle for a sync caller: it holds what they give.
+    const plain = await holderOf(['user', 'sync']);
+    expect((await put(sync, plain, (d) => (d.Disabled = true))).statusCode).toBe(204);
+    expect((await del(sync, plain)).statusCode).toBe(204);
   });
 
   it('If-Match: * or a list naming an older version cannot slip a change past the check', async () => {
