@@ -35,7 +35,14 @@ const MAX_CHUNK_LINE = 1024;
 const MAX_TRAILER_BYTES = 16 * 1024;
 
 const STATUS_LINE = /^HTTP\/1\.([01]) ([1-9]\d\d)(?: [\t\x20-\x7e\x80-\xff]*)?$/;
-const CHUNK_SIZE = /^([0-9A-Fa-f]{1,12})[\t ]*(?:;[\t\x20-\x7e\x80-\xff]*)?$/;
+/**
+ * A chunk-size line: the size, then extensions `;name` or `;name=value` (a token or a quoted
+ * string), no whitespace anywhere: what llhttp accepts, so the proxy never reads a chunk line that
+ * Node-based clients and servers refuse (RFC 9112 7.1.1 lets a parser take whitespace around ";"
+ * and "=": llhttp does not, and neither does this parser).
+ */
+const CHUNK_SIZE =
+  /^([0-9A-Fa-f]{1,12})(?:;[!#$%&'*+.^_`|~0-9A-Za-z-]+(?:=(?:[!#$%&'*+.^_`|~0-9A-Za-z-]+|"(?:[\t \x21\x23-\x5b\x5d-\x7e\x80-\xff]|\\[\t \x21-\x7e\x80-\xff])*"))?)*$/;
 const DIGITS = /^\d{1,15}$/;
 
 enum State {
@@ -249,6 +256,8 @@ export class ResponseParser {
     if (code === 101 && !this.upgrade)
       throw bad('101 Switching Protocols to a request that did not ask to switch');
     const informational = code < 200;
+    // An interim response that closes the connection leaves nothing that could follow it.
+    if (informational && close) throw bad('an informational response closes the connection');
     const bodyless = informational || code === 204 || code === 304 || this.noBody;
     const untilClose = !bodyless && !chunked && length === undefined;
     const head: ResponseHead = {
@@ -307,6 +316,10 @@ export class ResponseParser {
     this.trailerBytes += got[0].length + 2;
     if (got[0] === '') this.finish();
     else if (!pushField(got[0], 0, got[0].length, [])) throw bad('a trailer line is malformed');
+    // Framing in a trailer (RFC 9110 6.5.1 forbids it) is the sign of a confused upstream; llhttp
+    // refuses Content-Length there too.
+    else if (/^(?:content-length|transfer-encoding)[\t ]*:/i.test(got[0]))
+      throw bad('a trailer carries Content-Length or Transfer-Encoding');
     return got[1];
   }
 }

@@ -1,0 +1,35 @@
+import { describe, expect, it } from 'vitest';
+import { checkResponse, type ResponseCase, responseCase } from './response.js';
+import { fuzz, fuzzSettings, readCorpus, report, wants } from './run.js';
+
+const settings = fuzzSettings();
+
+describe.skipIf(!wants(settings, 'response'))('upstream response parser: differential against llhttp', () => {
+  it('replays the corpus: no input the proxy accepts differently from llhttp', () => {
+    const corpus = readCorpus<ResponseCase>('response');
+    expect(corpus.length).toBeGreaterThan(0);
+    for (const entry of corpus) {
+      const v = checkResponse(entry.input);
+      expect({ file: entry.file, finding: v.finding }).toEqual({ file: entry.file, finding: undefined });
+    }
+  });
+
+  it(
+    'generated responses: the proxy accepts only what llhttp accepts, with the same framing',
+    async () => {
+      const share = settings.target === 'all' ? settings.seconds / 2 : settings.seconds;
+      const result = await fuzz({
+        target: 'response',
+        arb: responseCase,
+        check: checkResponse,
+        fixedRuns: 2000,
+        seconds: settings.long ? share : 3,
+        seed: settings.seed,
+        collect: settings.long,
+      });
+      report(result);
+      expect(result.failure).toBeUndefined();
+    },
+    (settings.seconds + 120) * 1000,
+  );
+});
