@@ -368,6 +368,8 @@ const STRICTNESS: Record<AuthMode, number> = { none: 0, optional: 1, required: 2
  */
 export function routeFor(config: ProxyConfig, canonical: string, defaults?: RouteDefaults): RouteSettings {
   const exact = settle(config, defaults, canonical, false);
+  // Nothing is stricter than required; and without prefixes there is nothing to read leniently.
+  if (exact.auth === 'required' || config.prefixes.length === 0) return exact;
   const key = pathMatchKey(canonical);
   if (key === canonical && !keysDiffer(config.prefixes)) return exact;
   const loose = settle(config, defaults, key, true);

@@ -128,13 +128,16 @@ function resolveSegments(segs: string[], dot: (s: string) => string): string {
  */
 export function pathMatchKey(canonical: string): string {
   const n = canonical.length;
+  let upper = false;
   let i = 0;
   for (; i < n; i++) {
     const c = canonical.charCodeAt(i);
-    if (c === 0x25 || c === 0x3b || (c >= 0x41 && c <= 0x5a)) break;
-    if (c === 0x2e && (i + 1 === n || canonical.charCodeAt(i + 1) === 0x2f)) break;
+    if (c >= 0x41 && c <= 0x5a) upper = true;
+    else if (c === 0x25 || c === 0x3b) break;
+    else if (c === 0x2e && (i + 1 === n || canonical.charCodeAt(i + 1) === 0x2f)) break;
   }
-  if (i === n) return canonical;
+  // Only upper-case letters to fold (a common path like "/static/App.js"): nothing else changes.
+  if (i === n) return upper ? canonical.toLowerCase() : canonical;
   let text = canonical;
   if (text.includes('%')) {
     try {
