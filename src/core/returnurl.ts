@@ -34,11 +34,12 @@ export function isLocalReturnPath(v: string): boolean {
     const c = v.charCodeAt(i);
     if (c <= 0x20 || c >= 0x7f || c === 0x5c) return false;
   }
-  // Encoded controls, whitespace, "/" or "\" in the path: a server or browser that decodes once
-  // turns "/%2f/evil" or "/%09/evil" into a scheme-relative URL.
+  // Encoded controls, "/", "\" or "%" in the path: a server or browser that decodes once (or
+  // twice) turns "/%2f/evil" or "/%09/evil" into a scheme-relative URL. ("%20" stays: a space
+  // inside a path is kept by URL parsers, so "/docs/my%20file" is fine.)
   const q = v.search(/[?#]/);
   const path = q < 0 ? v : v.slice(0, q);
-  if (/%(?:[01][0-9a-f]|20|7f|2f|5c|25)/i.test(path)) return false;
+  if (/%(?:[01][0-9a-f]|7f|2f|5c|25)/i.test(path)) return false;
   let u: URL;
   try {
     u = new URL(v, PROBE);

@@ -141,7 +141,15 @@ describe('one return-path check for the project (src/core/returnurl.ts)', () => 
       `/${'a'.repeat(3000)}`,
     ])
       expect(isLocalReturnPath(v), JSON.stringify(v)).toBe(false);
-    for (const v of ['/', '/x', '/wiki/page?id=7&next=%2Fa', '/a/b#frag', '/caf%C3%A9', '/a?x=//y'])
+    for (const v of [
+      '/',
+      '/x',
+      '/wiki/page?id=7&next=%2Fa',
+      '/a/b#frag',
+      '/caf%C3%A9',
+      '/a?x=//y',
+      '/my%20file',
+    ])
       expect(isLocalReturnPath(v), v).toBe(true);
   });
 });
