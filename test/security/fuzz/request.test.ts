@@ -1,15 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { backends } from '../../helpers.js';
 import { startWorld, type World } from '../../proxy/harness.js';
-import {
-  checkRequest,
-  type Harness,
-  Oracle,
-  type RequestCase,
-  requestCase,
-  startAnonymousHarness,
-  Upstream,
-} from './request.js';
+import { checkRequest, type Harness, Oracle, startAnonymousHarness, Upstream } from './request.js';
+import { type RequestCase, requestCase } from './request-gen.js';
 import { fuzz, fuzzSettings, readCorpus, report, wants } from './run.js';
 
 const settings = fuzzSettings();
