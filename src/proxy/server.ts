@@ -1,6 +1,5 @@
 import { type KeyObject, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import net from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { type AuthMode, type ProxyConfig, routeFor } from '../config/proxy.js';
@@ -24,6 +23,7 @@ import {
   hostOf,
   isBrowser,
   isReserved,
+  listenerOrigin,
   readBody,
   redact,
   requestTarget,
@@ -128,6 +128,7 @@ export class AccessProxy {
   setConfig(config: ProxyConfig) {
     this.config = config;
     this.routes = new HostRoutes(config, this.learned);
+    this.lastPort = -1;
     this.upstreams.clear();
   }
 
@@ -135,6 +136,7 @@ export class AccessProxy {
   setLearned(learned: Learned) {
     this.learned = learned;
     this.routes = new HostRoutes(this.config, learned);
+    this.lastPort = -1;
     // VirtualHost upstreams may have changed: keep parsed URLs for the current settings only.
     this.upstreams.clear();
   }
@@ -157,15 +159,36 @@ export class AccessProxy {
     return u;
   }
 
-  /** The last Host header seen and its origin: clients mostly send the same one. */
+  /** Set when the proxy serves TLS: does it hold a certificate for this (lower-case) name? */
+  holdsCertificateFor: ((name: string) => boolean) | undefined;
+
+  /** The last Host header and local address seen, and their origin: clients mostly send the same. */
   private lastHost: string | undefined;
+  private lastAddress: string | undefined;
+  private lastPort = -1;
   private lastOrigin = '';
 
+  /**
+   * The proxy's origin as this request reached it, built only from what the proxy has checked:
+   * the listener's scheme; the Host's name only when the proxy serves it (proxy.name, a
+   * VirtualHost of the App, a name it holds a certificate for), else the connection's local
+   * address; and always the port the connection arrived on, never the client's. The upstream
+   * POSTs access checks to it and sign-in links are built from it, so a Host, X-Forwarded-Host or
+   * Forwarded header of the client's choosing must not steer it (to an attacker's listener that
+   * would answer 200). A name learned from the first plaintext request does not count.
+   */
   private originOf(req: IncomingMessage): string {
-    const raw = req.headers.host;
-    if (raw !== undefined && raw === this.lastHost) return this.lastOrigin;
-    const origin = `${this.opts.secure ? 'https' : 'http'}://${hostOf(req)}`;
-    this.lastHost = raw;
+    const host = req.headers.host;
+    const { localAddress, localPort } = req.socket;
+    if (host === this.lastHost && localPort === this.lastPort && localAddress === this.lastAddress)
+      return this.lastOrigin;
+    const name = hostOf(req);
+    const served =
+      name !== undefined && (this.routes.serves(name) || this.holdsCertificateFor?.(name) === true);
+    const origin = listenerOrigin(this.opts.secure, served ? name : undefined, localAddress, localPort);
+    this.lastHost = host;
+    this.lastAddress = localAddress;
+    this.lastPort = localPort ?? -1;
     this.lastOrigin = origin;
     return origin;
   }
@@ -596,7 +619,7 @@ export class AccessProxy {
       const nextUrl = new URL(next);
       const signin =
         nextUrl.origin === entry.origin
-          ? `${entry.origin}${PROXY_PATHS.signin}?${new URLSearchParams({ return: nextUrl.pathname + nextUrl.search })}`
+          ? `${entry.origin}${PROXY_PATHS.signin}?${new URLSearchParams({ return: safeReturnPath(nextUrl.pathname + nextUrl.search) })}`
           : `${entry.origin}${PROXY_PATHS.signin}`;
       status = 403;
       location = signin;
@@ -659,8 +682,9 @@ export class AccessProxy {
     if (this.learnedName !== undefined || this.config.proxy.name !== '') return;
     const raw = req.headers.host;
     if (raw !== undefined && raw === this.unlearnable) return;
-    const host = hostOf(req).replace(/:\d+$/, '');
-    if (host === '' || net.isIP(host.replace(/^\[|\]$/g, ''))) {
+    // Only a DNS name: never an address, user info or a URL.
+    const host = hostOf(req);
+    if (host === undefined) {
       this.unlearnable = raw;
       return;
     }
