@@ -15,7 +15,8 @@ import { authDb } from './session/db.js';
  * is allowed while that time is less than `burst` intervals ahead, and moves it one interval on.
  * One conditional UPDATE decides, so concurrent requests and several instances sharing the
  * database cannot overdraw the bucket. Rows live in auth_throttle under their own key prefix
- * (`rate:<limit>:<source>`), `last_failure` holding the arrival time.
+ * (`rate:<limit>:<source>`), `last_failure` holding the arrival time. A row whose arrival time
+ * has passed is the same as no row (a full bucket), so the sweep of stale counters may delete it.
  */
 export interface RateLimit {
   /** Part of the row key: limits never share a bucket. */

@@ -6,7 +6,8 @@
  * see it. So the query is split the way the parser splits it (on `&`, the name up to the first
  * `=`), every name and value is decoded as the parser decodes it (percent escapes in any case,
  * `+` as a space), and again, as an upstream might, and what is found is redacted whole:
- *   - the value of any parameter whose decoded name is `access_token` (in any letter case);
+ *   - the value of any parameter whose decoded name is `access_token` or `code` (in any letter
+ *     case): `code` carries the proxy's one-time sign-in code, still good if its exchange failed;
  *   - any query component or path segment that, decoded, holds an API key (`gv` + 54) or a
  *     proxy token (`gp.<id>.<43>`), whatever its name.
  * Requests without `%` and without anything shaped like a secret pass through untouched.
@@ -15,7 +16,8 @@ const SECRET = /gv[A-Za-z0-9]{54}|gp\.[a-z0-9]{1,64}\.[A-Za-z0-9_-]{43}/;
 /** Something that might become a secret once decoded: a key's prefix with an escape after it. */
 const MAYBE = /%|gv|gp/i;
 export const REDACTED = '[REDACTED]';
-const SECRET_PARAMS = new Set(['access_token']);
+/** access_token: an API key (docs/api.md); code: the proxy's one-time sign-in code (/.gatehouse/callback). */
+const SECRET_PARAMS = new Set(['access_token', 'code']);
 
 /**
  * Percent escapes decoded byte by byte, never throwing: a malformed escape ("%zz", a lone "%",

@@ -104,6 +104,24 @@ describe('redactUrl: the parsed query, every encoding', () => {
     );
   });
 
+  it("redacts the proxy's one-time sign-in code (code=) in any spelling", () => {
+    fc.assert(
+      fc.property(
+        fc
+          .array(fc.boolean(), { minLength: 4, maxLength: 4 })
+          .map((up) => [...'code'].map((c, i) => (up[i] ? c.toUpperCase() : c)).join(''))
+          .chain(encoded),
+        fc.stringMatching(/^zz[A-Za-z0-9_-]{30}$/),
+        (name, value) => {
+          const out = redact(`/.gatehouse/callback?${name}=${value}&next=%2Fx`);
+          expect(leaks(out, value), out).toBe(false);
+          expect(out).toContain('next=%2Fx');
+        },
+      ),
+      { numRuns: 100 },
+    );
+  });
+
   it('finds secrets in the path too, and behind malformed escapes', () => {
     const key = generateApiKey();
     for (const url of [
