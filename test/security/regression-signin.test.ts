@@ -10,6 +10,7 @@ import type { AddressInfo } from 'node:net';
 import fc from 'fast-check';
 import { CompactSign, UnsecuredJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
 import { signIntent } from '../../src/auth/intents.js';
 import { Browser, makeUser, signedIn } from '../auth/client.js';
 import { backends, startTestService, type TestService } from '../helpers.js';
@@ -231,7 +232,7 @@ describe.each(backends())('service sign-in regressions on %s', (backend) => {
     await makeUser(s, { email: e, password: PW });
     const b = await signedIn(s, e, PW);
     const cookie = [...b.cookies].map(([k, v]) => `${k}=${v}`).join('; ');
-    await s.app.listen({ port: 0, host: '127.0.0.1' });
+    if (!s.app.server.listening) await s.app.listen({ port: 0, host: '127.0.0.1' });
     const port = (s.app.server.address() as AddressInfo).port;
     const put = (origin: string) =>
       new Promise<number>((resolve, reject) => {
@@ -264,6 +265,57 @@ describe.each(backends())('service sign-in regressions on %s', (backend) => {
       expect([origin, await put(origin)]).toEqual([origin, 403]);
     expect((await b.req({ url: '/users/me' })).json().HavePIN).not.toBe(true);
     expect(await put(`http://127.0.0.1:${port}`)).toBe(204);
+  });
+
+  it('no CORS grant to any origin, and no event stream for a cookie from a look-alike origin', async () => {
+    // X-Requested-With is a CSRF defence only while no origin may send it cross-site: a preflight
+    // must never be granted. Websocket handshakes skip CORS, so /events checks Origin itself.
+    const e = email();
+    await makeUser(s, { email: e, password: PW });
+    const b = await signedIn(s, e, PW);
+    const cookie = [...b.cookies].map(([k, v]) => `${k}=${v}`).join('; ');
+    for (const [method, url] of [
+      ['OPTIONS', '/auth/enroll/pin'],
+      ['OPTIONS', '/users/me'],
+      ['GET', '/users/me'],
+      ['OPTIONS', '/auth/password'],
+    ] as const) {
+      const r = await s.app.inject({
+        method,
+        url,
+        headers: {
+          cookie,
+          origin: 'http://evil.example',
+          'access-control-request-method': 'PUT',
+          'access-control-request-headers': 'x-requested-with, content-type',
+        },
+      });
+      expect([url, Object.keys(r.headers).filter((h) => h.startsWith('access-control-'))]).toEqual([url, []]);
+    }
+    if (!s.app.server.listening) await s.app.listen({ port: 0, host: '127.0.0.1' });
+    const port = (s.app.server.address() as AddressInfo).port;
+    const open = (origin: string) =>
+      new Promise<number>((resolve, reject) => {
+        const ws = new WebSocket(`ws://127.0.0.1:${port}/events`, { headers: { cookie, origin } });
+        ws.on('open', () => {
+          ws.terminate();
+          resolve(101);
+        });
+        ws.on('unexpected-response', (_req, res) => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
+        });
+        ws.on('error', reject);
+      });
+    for (const origin of [
+      `http://127.0.0.1:${port}.evil.example`,
+      `http://127.0.0.1:${port + 1}`,
+      `https://127.0.0.1:${port}`,
+      'null',
+      'http://evil.example',
+    ])
+      expect([origin, await open(origin)]).toEqual([origin, 403]);
+    expect(await open(`http://127.0.0.1:${port}`)).toBe(101);
   });
 
   it('JSON sent as text/plain (or form, multipart) cross-site to a cookie endpoint is refused', async () => {
