@@ -504,6 +504,37 @@ describe.each(upstreams)('through the proxy to %s', (_name, have, start) => {
     60_000,
   );
 
+  it.skipIf(!have)('decides websocket upgrades on the same canonical path', async () => {
+    const upgrade = (target: string) =>
+      new Promise<string>((resolve, reject) => {
+        const sock = net.connect(u.protectedAdmin.port, '127.0.0.1', () =>
+          sock.write(
+            `GET ${target} HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: Upgrade\r\nupgrade: websocket\r\n` +
+              'sec-websocket-version: 13\r\nsec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n',
+          ),
+        );
+        let got = '';
+        sock.setEncoding('latin1');
+        sock.on('data', (d: string) => {
+          got += d;
+          if (got.includes('\r\n')) sock.destroy();
+        });
+        sock.on('close', () => resolve(got.split('\r\n')[0] ?? ''));
+        sock.on('error', reject);
+      });
+    for (const target of [
+      '/%61dmin/ws',
+      '/ADMIN/ws',
+      '/admin;x/ws',
+      '/x/..;/admin/ws',
+      '/admin./ws',
+      '/x/%2e%2e/admin',
+    ])
+      expect(await upgrade(target), target).toMatch(/^HTTP\/1\.1 401 /);
+    for (const target of ['/admin%2fws', '/admin%00', '/admin#ws'])
+      expect(await upgrade(target), target).toMatch(/^HTTP\/1\.1 400 /);
+  });
+
   it.skipIf(!have)('forwards exactly the canonical path it matched', async () => {
     for (const [sent, forwarded] of [
       ['/%7euser/%61%2e%2E/x%2fy', undefined],
