@@ -45,9 +45,16 @@ export async function insufficientIntegrity(
   need: number,
   message: string,
 ): Promise<IntentError> {
+  const { session } = await requestSession(req, ctx);
+  const intent = await intentFor(req, ctx, need);
+  return new IntentError('InsufficientIntegrity', message, intent, session ? provenLevel(session) : 0, need);
+}
+
+/** A signed intent for this request at level `need`, bound to its session (or device). */
+async function intentFor(req: FastifyRequest, ctx: ServiceContext, need: number): Promise<string> {
   const st = await requestSession(req, ctx);
   const s = st.session;
-  const intent = await signIntent(ctx, {
+  return signIntent(ctx, {
     sid: s?.id ?? '',
     did: intentDevice(st.deviceId ?? s?.deviceId),
     uid: s?.userId ?? '',
@@ -55,7 +62,6 @@ export async function insufficientIntegrity(
     path: req.url,
     lvl: need,
   });
-  return new IntentError('InsufficientIntegrity', message, intent, s ? provenLevel(s) : 0, need);
 }
 
 /**
@@ -93,17 +99,8 @@ export async function sessionAuthenticator(
   const mode = req.routeOptions.config?.auth ?? 'required';
   const enforce = mode === 'required' && req.routeOptions.url !== undefined;
   const s = st.session;
-  const refuse = async (kind: 'Unauthenticated' | 'InsufficientIntegrity', message: string, need: number) => {
-    const intent = await signIntent(ctx, {
-      sid: s?.id ?? '',
-      did: intentDevice(st.deviceId ?? s?.deviceId),
-      uid: s?.userId ?? '',
-      method: req.method,
-      path: req.url,
-      lvl: need,
-    });
-    return new IntentError(kind, message, intent, s?.level ?? 0, need);
-  };
+  const refuse = async (kind: 'Unauthenticated' | 'InsufficientIntegrity', message: string, need: number) =>
+    new IntentError(kind, message, await intentFor(req, ctx, need), s?.level ?? 0, need);
   const tenant = await tenantDoc(ctx);
   const user = s && s.userId !== '' ? await ctx.store.get(User, s.userId) : undefined;
   if (!s || !user || !userUsable(user.doc)) {
