@@ -84,26 +84,34 @@ export async function takeRequest(
   const capacity = limit.burst * limit.intervalMs;
   let refusedUntil: number | undefined;
   try {
-    await db
-      .insertInto('auth_throttle')
-      .values({ key, failures: 0, next_attempt: 0, last_failure: 0 })
-      .onConflict((oc) => oc.column('key').doNothing())
-      .execute();
     // The arrival time after this request: one interval past the later of now and the stored one.
     const next = sql<number>`(CASE WHEN last_failure > ${now} THEN last_failure ELSE ${now} END) + ${limit.intervalMs}`;
-    const r = await db
-      .updateTable('auth_throttle')
-      .set({ last_failure: next })
-      .where('key', '=', key)
-      .where(sql<boolean>`${next} - ${now} <= ${capacity}`)
-      .executeTakeFirst();
-    if (Number(r.numUpdatedRows) !== 1) {
+    // Usually one statement: the conditional UPDATE. A new source gets its row inserted (a race
+    // with another instance inserting it too is settled by the primary key, then the UPDATE again).
+    for (let attempt = 0; ; attempt++) {
+      const r = await db
+        .updateTable('auth_throttle')
+        .set({ last_failure: next })
+        .where('key', '=', key)
+        .where(sql<boolean>`${next} - ${now} <= ${capacity}`)
+        .executeTakeFirst();
+      if (Number(r.numUpdatedRows) === 1) break;
       const row = await db
         .selectFrom('auth_throttle')
         .select('last_failure')
         .where('key', '=', key)
         .executeTakeFirst();
-      refusedUntil = Number(row?.last_failure ?? now) + limit.intervalMs - capacity;
+      if (row) {
+        refusedUntil = Number(row.last_failure) + limit.intervalMs - capacity;
+        break;
+      }
+      if (attempt >= 2) throw new Error('rate limit row contended');
+      const ins = await db
+        .insertInto('auth_throttle')
+        .values({ key, failures: 0, next_attempt: 0, last_failure: now + limit.intervalMs })
+        .onConflict((oc) => oc.column('key').doNothing())
+        .executeTakeFirst();
+      if (Number(ins.numInsertedOrUpdatedRows ?? 0) === 1) break;
     }
   } catch {
     throw new ApiError(
