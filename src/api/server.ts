@@ -11,7 +11,7 @@ import { unauthenticated } from '../auth/apikeys.js';
 import { authenticate } from '../auth/authenticate.js';
 import type { Principal } from '../auth/principal.js';
 import { splitList } from '../config/server.js';
-import { redactUrl } from '../core/redact.js';
+import { holdsSecret, redactUrl } from '../core/redact.js';
 import type { ServiceContext } from './context.js';
 import { ApiError, type ErrorKind, isApiError } from './errors.js';
 import { registrars } from './routes.js';
@@ -71,7 +71,10 @@ export async function createServer(opts: ServerOptions): Promise<FastifyInstance
     bodyLimit: BODY_LIMIT,
     genReqId: (req) => {
       const given = req.headers['x-request-id'];
-      return typeof given === 'string' && /^[A-Za-z0-9._-]{1,64}$/.test(given) ? given : randomUUID();
+      // Every log line carries the id: one shaped like a key (a client's mistake) is replaced.
+      return typeof given === 'string' && /^[A-Za-z0-9._-]{1,64}$/.test(given) && !holdsSecret(given, false)
+        ? given
+        : randomUUID();
     },
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 256 },
     return503OnClosing: true,

@@ -44,7 +44,8 @@ function decodings(s: string, plus: boolean): string[] {
 /** The shortest secret (a proxy token: "gp." + 1 + "." + 43): decoding never makes text longer. */
 const SHORTEST = 48;
 
-const holdsSecret = (s: string, plus: boolean) =>
+/** Does the text, decoded as far as it goes, hold an API key or a proxy token? */
+export const holdsSecret = (s: string, plus: boolean) =>
   s.length >= SHORTEST && MAYBE.test(s) && decodings(s, plus).some((d) => SECRET.test(d));
 
 const namesSecretParam = (name: string) =>

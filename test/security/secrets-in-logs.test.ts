@@ -172,6 +172,15 @@ describe.each(backends())('the service log on %s', (backend) => {
     );
   });
 
+  it('a key sent as X-Request-Id (a client mistake) is not taken as the id that every log line carries', async () => {
+    s.logs.length = 0;
+    const res = await s.req({ method: 'GET', url: '/users/me', headers: { 'x-request-id': key } });
+    expect(res.headers['x-request-id']).not.toBe(key);
+    expect(leaks(s.logs.join('\n'), key)).toBe(false);
+    const plain = await s.req({ method: 'GET', url: '/users/me', headers: { 'x-request-id': 'trace-42' } });
+    expect(plain.headers['x-request-id']).toBe('trace-42');
+  });
+
   it('a key in the path, or in an unknown endpoint, is never logged', async () => {
     s.logs.length = 0;
     for (const url of [
