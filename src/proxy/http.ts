@@ -30,11 +30,13 @@ export const HOP_LENGTHS = new Set([...HOP].map((name) => name.length));
 /**
  * Inbound header names never forwarded, besides HOP itself: the names only the proxy may set
  * (X-Service-*, X-Forwarded-*, Forwarded, X-Remote-User), names no client may set (X-Real-IP: a
- * client address; Remote-User: an identity apps read behind auth proxies; Proxy: httpoxy), in
- * every mode, and any other spelling of those or of a hop-by-hop or framing name. CGI, WSGI and PHP
- * upstreams fold case and turn "-" into "_" (PHP also "."), so `X_Service_User` or `x.service.user`
- * would reach them as the real X-Service-User, and `Transfer_Encoding` beside the proxy's own
- * framing as a second one. So every character other than a letter or digit counts as "-".
+ * client address; Remote-User: an identity apps read behind auth proxies; Proxy: httpoxy;
+ * X-Original-URL, X-Rewrite-URL: a path some frameworks route by instead of the one whose mode the
+ * proxy applied), in every mode, and any other spelling of those or of a hop-by-hop or framing
+ * name. CGI, WSGI and PHP upstreams fold case and turn "-" into "_" (PHP also "."), so
+ * `X_Service_User` or `x.service.user` would reach them as the real X-Service-User, and
+ * `Transfer_Encoding` beside the proxy's own framing as a second one. So every character other
+ * than a letter or digit counts as "-".
  * `name` is as Node gives it (lower case).
  */
 export function isReserved(name: string): boolean {
@@ -60,7 +62,9 @@ function reservedCanonical(n: string): boolean {
     n === 'forwarded' ||
     n === 'x-real-ip' ||
     n === 'remote-user' ||
-    n === 'proxy'
+    n === 'proxy' ||
+    n === 'x-original-url' ||
+    n === 'x-rewrite-url'
   );
 }
 

@@ -44,6 +44,8 @@ const RESERVED = [
   'forwarded',
   'x-real-ip',
   'proxy',
+  'x-original-url',
+  'x-rewrite-url',
 ];
 /** Hop-by-hop and framing names of more than one word: any other spelling could pass for them. */
 const HOP_WORDS = [
