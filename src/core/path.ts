@@ -42,7 +42,8 @@ const isUnreserved = (c: number) =>
  *   ("//") are dropped; a trailing "/" is kept;
  * - characters outside ASCII are percent-encoded as UTF-8.
  * Refused (PathError): a path not starting with "/", "\" and "#" and "?" raw, encoded "/" or "\",
- * control characters raw or encoded, spaces raw (encoded, "%20" is kept), malformed escapes, and double encoding ("%25"
+ * control characters raw or encoded, spaces raw (encoded, "%20" is kept), malformed escapes,
+ * overlong UTF-8 ("%C0%AE", which lenient decoders read as "."), and double encoding ("%25"
  * followed by two hex digits, which an upstream decoding twice reads as another character).
  *
  * A path with none of "%", "\", "#", "?", "/." or "//" and only printable ASCII is returned as
@@ -76,6 +77,7 @@ function slowCanonical(raw: string): string {
       if (v < 0x20 || v === 0x7f) throw new PathError('control characters are not allowed in paths');
       if (v === 0x2f || v === 0x5c)
         throw new PathError('encoded slashes and backslashes are not allowed in paths');
+      if (isOverlongLead(v, raw, i + 3)) throw new PathError('overlong UTF-8 is not allowed in paths');
       text += isUnreserved(v) ? String.fromCharCode(v) : `%${HEX[hi]}${HEX[lo]}`;
       i += 2;
     } else if (c <= 0x20 || c === 0x7f) {
@@ -98,6 +100,18 @@ function slowCanonical(raw: string): string {
   if (text.includes('%25') && /%25[0-9A-Fa-f]{2}/.test(text))
     throw new PathError('double percent-encoding is not allowed in paths');
   return resolveSegments(text.split('/'), (s) => s);
+}
+
+/**
+ * Is byte `v` (an escape ending before `next`) the start of an overlong UTF-8 sequence? Lenient
+ * decoders read "%C0%AE" as "." and "%C0%AF" as "/" ("%E0%80%AE", "%F0%80%80%AE" likewise).
+ */
+function isOverlongLead(v: number, raw: string, next: number): boolean {
+  if (v === 0xc0 || v === 0xc1) return true;
+  if (v !== 0xe0 && v !== 0xf0) return false;
+  if (raw.charCodeAt(next) !== 0x25) return false;
+  const b = hexValue(raw.charCodeAt(next + 1)) * 16 + hexValue(raw.charCodeAt(next + 2));
+  return v === 0xe0 ? b >= 0x80 && b < 0xa0 : b >= 0x80 && b < 0x90;
 }
 
 /**

@@ -107,6 +107,7 @@ const noise = fc.constantFrom(
   'x/.%2e',
   'x/..%00',
   'x/..%20',
+  'x/%C0%AE%C0%AE',
 );
 /** What an attacker appends to the protected segment. */
 const suffix = fc.oneof(
@@ -260,6 +261,11 @@ describe('the canonical path (src/core/path.ts)', () => {
           '%4g',
           '%zz',
           '%2561',
+          '%C0%AE',
+          '%c0%af',
+          '%C1%9C',
+          '%E0%80%AE',
+          '%f0%80%80%ae',
           '%252e',
           '\t',
           ' ',
