@@ -2,7 +2,16 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Browser } from '../auth/client.js';
 import { backends, startTestService, type TestService } from '../helpers.js';
-import { account, activationCode, levelOf, PW, patchTenant, signIn, totpCode } from './signin-kit.js';
+import {
+  account,
+  activationCode,
+  freshIp,
+  levelOf,
+  PW,
+  patchTenant,
+  signIn,
+  totpCode,
+} from './signin-kit.js';
 
 /**
  * Finding 5: an ActivationCode without a UserID acted as a login for any user. A code proves an
@@ -22,14 +31,14 @@ describe.each(backends())('activation codes on %s', (backend) => {
     const victim = await account(s, { tag: 'victim' });
     const general = code('general');
     await activationCode(s, { Code: general, MaxUses: 0 });
-    const b = new Browser(s);
+    const b = new Browser(s, { ip: freshIp() });
     await b.post('/auth/email', { email: victim.email });
     const r = await b.post('/auth/activation_code', { code: general });
     expect(r.statusCode).toBe(403);
     expect(await levelOf(b)).toBe(1);
     expect((await b.req({ url: '/users/me' })).statusCode).toBe(401);
     // The e-mail folded into the step, as an API client would send it: the same.
-    const c = new Browser(s);
+    const c = new Browser(s, { ip: freshIp() });
     expect((await c.post('/auth/activation_code', { email: victim.email, code: general })).statusCode).toBe(
       403,
     );
@@ -69,7 +78,7 @@ describe.each(backends())('activation codes on %s', (backend) => {
     // Even where the tenant lets level 2 do admin work, a code alone is no administrator.
     await patchTenant(s, { IntegrityAdmin: 2 });
     try {
-      const c = new Browser(s);
+      const c = new Browser(s, { ip: freshIp() });
       await c.post('/auth/email', { email: admin.email });
       expect((await c.post('/auth/activation_code', { code: bound })).statusCode).toBe(204);
       expect(await levelOf(c)).toBe(2);
@@ -93,11 +102,11 @@ describe.each(backends())('activation codes on %s', (backend) => {
     const other = await account(s, { password: false, active: false, tag: 'intruder' });
     const bound = code('bound');
     await activationCode(s, { Code: bound, UserID: owner.id });
-    const b = new Browser(s);
+    const b = new Browser(s, { ip: freshIp() });
     await b.post('/auth/email', { email: other.email });
     expect((await b.post('/auth/activation_code', { code: bound })).statusCode).toBe(403);
     expect(await levelOf(b)).toBe(1);
-    const c = new Browser(s);
+    const c = new Browser(s, { ip: freshIp() });
     await c.post('/auth/email', { email: owner.email });
     expect((await c.post('/auth/activation_code', { code: bound })).statusCode).toBe(204);
   });
@@ -106,7 +115,7 @@ describe.each(backends())('activation codes on %s', (backend) => {
     const pending = await account(s, { active: false, tag: 'pending' });
     const general = code('general');
     await activationCode(s, { Code: general, MaxUses: 0 });
-    const b = new Browser(s);
+    const b = new Browser(s, { ip: freshIp() });
     await b.post('/auth/email', { email: pending.email });
     expect((await b.post('/auth/activation_code', { code: general })).statusCode).toBe(403);
   });
@@ -117,7 +126,7 @@ describe.each(backends())('activation codes on %s', (backend) => {
       const fresh = await account(s, { password: false, active: false, tag: 'fresh' });
       const general = code('general');
       await activationCode(s, { Code: general, MaxUses: 10 });
-      const b = new Browser(s);
+      const b = new Browser(s, { ip: freshIp() });
       await b.post('/auth/email', { email: fresh.email });
       expect((await b.post('/auth/activate')).headers['x-error-code']).toBe('Activation Code Required');
       expect((await b.post('/auth/activation_code', { code: general })).statusCode).toBe(204);
@@ -142,7 +151,7 @@ describe.each(backends())('activation codes on %s', (backend) => {
       // Enrolled now: the invitation no longer changes what exists (that needs the new factors).
       expect((await b.req({ method: 'DELETE', url: '/auth/enroll/totp' })).statusCode).toBe(401);
       // And now the general code is no longer accepted for this user.
-      const again = new Browser(s);
+      const again = new Browser(s, { ip: freshIp() });
       await again.post('/auth/email', { email: fresh.email });
       expect((await again.post('/auth/activation_code', { code: general })).statusCode).toBe(403);
       const c = await signIn(s, { ...fresh, totp: secret }, { password: true, totp: true });
@@ -224,7 +233,7 @@ describe.each(backends())('activation codes on %s', (backend) => {
     const expired = code('expired');
     await activationCode(s, { Code: expired, MaxUses: 0, ExpireTime: '2001-01-01T00:00:00Z' });
     const late = await account(s, { password: false, active: false, tag: 'late' });
-    const b = new Browser(s);
+    const b = new Browser(s, { ip: freshIp() });
     await b.post('/auth/email', { email: late.email });
     expect((await b.post('/auth/activation_code', { code: expired })).statusCode).toBe(403);
     expect(await levelOf(b)).toBe(1);

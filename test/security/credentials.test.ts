@@ -2,7 +2,17 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Browser } from '../auth/client.js';
 import { backends, startTestService, type TestService } from '../helpers.js';
-import { type Account, account, levelOf, PIN, PW, secretOf, signIn, totpCode } from './signin-kit.js';
+import {
+  type Account,
+  account,
+  freshIp,
+  levelOf,
+  PIN,
+  PW,
+  secretOf,
+  signIn,
+  totpCode,
+} from './signin-kit.js';
 
 /**
  * Finding 4: credentials rewritten without proving the current ones. Every enrolment endpoint of
@@ -87,7 +97,7 @@ describe.each(backends())('credential changes need step-up on %s', (backend) => 
       key: audit,
       payload: { Password: 'attacker chose this' },
     });
-    const b = new Browser(s);
+    const b = new Browser(s, { ip: freshIp() });
     await b.post('/auth/email', { email: full.email });
     expect((await b.post('/auth/password', { password: 'attacker chose this' })).statusCode).toBe(403);
   });
@@ -116,7 +126,7 @@ describe.each(backends())('credential changes need step-up on %s', (backend) => 
     });
     expect(r.statusCode, r.body).toBe(204);
     expect((await b.req({ url: '/users/me' })).statusCode).toBe(401);
-    const c = new Browser(s);
+    const c = new Browser(s, { ip: freshIp() });
     await c.post('/auth/email', { email: a.email });
     expect((await c.post('/auth/password', { password: 'reset by the admin' })).statusCode).toBe(204);
     for (const e of ENDPOINTS.filter((x) => x.method === 'DELETE')) {

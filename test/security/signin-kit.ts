@@ -65,6 +65,14 @@ export async function account(
   return { id, email, totp: o.totp ? await provisionTotp(s, id) : undefined };
 }
 
+let addresses = 0;
+/**
+ * A client address of its own for each browser, so that the per-address counters (regulation,
+ * the e-mail lookup limit) of one test's browsers never decide another's outcome.
+ */
+export const freshIp = () =>
+  `10.${80 + Math.floor(++addresses / 62500)}.${Math.floor(addresses / 250) % 250}.${(addresses % 250) + 1}`;
+
 /** A browser that named the user and proved the given factors (each must succeed). */
 export async function signIn(
   s: TestService,
@@ -72,7 +80,7 @@ export async function signIn(
   steps: { password?: boolean; pin?: boolean; totp?: boolean },
   opts: { ip?: string; browser?: Browser } = {},
 ): Promise<Browser> {
-  const b = opts.browser ?? new Browser(s, { ip: opts.ip });
+  const b = opts.browser ?? new Browser(s, { ip: opts.ip ?? freshIp() });
   const e = await b.post('/auth/email', { email: a.email });
   expect(e.statusCode, e.body).toBe(204);
   if (steps.password) expect((await b.post('/auth/password', { password: PW })).statusCode).toBe(204);
