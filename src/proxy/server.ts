@@ -510,7 +510,7 @@ export class AccessProxy {
       // In optional and required mode an Authorization reaching the upstream is the proxy's
       // synthetic one, or none: a client's could pass for it. In mode none it is the app's own,
       // but never one of our keys.
-      if (k === 'authorization' && !(auth.appAuthorization && !holdsApiKey(v as string))) continue;
+      if (k === 'authorization' && (!auth.appAuthorization || holdsApiKey(v as string))) continue;
       if (k === 'cookie') {
         const kept = stripOwnCookies(v as string);
         if (kept) h += `cookie: ${kept}\r\n`;
