@@ -40,6 +40,13 @@ export const ADDRESS_POLICY: ThrottlePolicy = {
   windowMs: 3600_000,
 };
 
+/**
+ * Devices where a user completed a sign-in (devices.ts): how many a user keeps (signing in on one
+ * more forgets the least recently used), after how long unused one is forgotten (the device
+ * cookie's own lifetime), and how often its last-use time is rewritten at most.
+ */
+export const TRUSTED_DEVICES = { max: 10, forgetMs: 400 * 86400_000, refreshMs: 7 * 86400_000 };
+
 export interface Charge {
   key: string;
   policy: ThrottlePolicy;

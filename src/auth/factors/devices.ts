@@ -2,21 +2,16 @@ import { createHash } from 'node:crypto';
 import type { ServiceContext } from '../../api/context.js';
 import type { Doc } from '../../objects/fields.js';
 import { User } from '../../objects/user.js';
+import { TRUSTED_DEVICES } from '../throttle.js';
 
 /**
  * Devices where a user has completed a sign-in (reached the level their factors can reach). Such
  * a device gets its own regulation counters (throttle.ts), so guesses made from anywhere else
  * cannot hold up the owner there. A device cookie is chosen by the client, so a device ID counts
  * only when the server has recorded a completed sign-in of this very user with it; recorded in
- * the user's hidden state as tag -> last sign-in time (tags, not the IDs themselves).
+ * the user's hidden state as tag -> last sign-in time (tags, not the IDs themselves). The numbers:
+ * TRUSTED_DEVICES in throttle.ts.
  */
-
-/** How many devices a user keeps; signing in on one more forgets the least recently used. */
-export const MAX_TRUSTED_DEVICES = 10;
-/** A device unused this long is forgotten (the device cookie's own lifetime). */
-export const TRUSTED_DEVICE_MS = 400 * 86400_000;
-/** The recorded time is refreshed at most this often, so sign-ins rarely write the user. */
-const REFRESH_MS = 7 * 86400_000;
 
 /** The stored form of a device ID (not the ID itself, which is a cookie value). */
 export const deviceTag = (deviceId: string) =>
@@ -32,7 +27,7 @@ export function trustedTag(secret: Doc, deviceId: string | undefined, now = Date
   if (!deviceId) return undefined;
   const tag = deviceTag(deviceId);
   const seen = trustedDevices(secret)[tag];
-  return typeof seen === 'number' && now - seen < TRUSTED_DEVICE_MS ? tag : undefined;
+  return typeof seen === 'number' && now - seen < TRUSTED_DEVICES.forgetMs ? tag : undefined;
 }
 
 /**
@@ -48,13 +43,13 @@ export async function rememberDevice(
   const tag = deviceTag(deviceId);
   const now = Date.now();
   const seen = trustedDevices(secret ?? (await ctx.store.getSecret(User, userId)))[tag];
-  if (typeof seen === 'number' && now - seen < REFRESH_MS) return;
+  if (typeof seen === 'number' && now - seen < TRUSTED_DEVICES.refreshMs) return;
   await ctx.store.systemPut(User, userId, (doc, secret) => {
     if (!doc) return null;
     const kept = Object.entries({ ...trustedDevices(secret), [tag]: now })
-      .filter(([, t]) => typeof t === 'number' && now - t < TRUSTED_DEVICE_MS)
+      .filter(([, t]) => typeof t === 'number' && now - t < TRUSTED_DEVICES.forgetMs)
       .sort((a, b) => b[1] - a[1])
-      .slice(0, MAX_TRUSTED_DEVICES);
+      .slice(0, TRUSTED_DEVICES.max);
     return { doc, secret: { ...secret, TrustedDevices: Object.fromEntries(kept) } };
   });
 }
