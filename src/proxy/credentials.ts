@@ -48,6 +48,25 @@ export function holdsApiKey(authorization: string): boolean {
 }
 
 /**
+ * May a client's Authorization reach the upstream on a request forwarded without an identity
+ * (mode `none`, or `optional` without credentials)? Never one holding a Gatehouse key, and never
+ * one the application could take for the proxy's synthetic `Basic base64(<email>:)`: in `optional`
+ * any Basic (an application there reads the Basic user name as the proxy's word), in `none` a
+ * Basic with a blank password or none at all (the synthetic header's shape). Other schemes (the
+ * application's own Bearer tokens, Digest, ...) pass.
+ */
+export function forwardableAuthorization(authorization: string, mode: 'none' | 'optional'): boolean {
+  const basic = /^[ \t]*basic(?:[ \t]+([^ \t]*))?[ \t]*$/i.exec(authorization);
+  if (basic) {
+    if (mode === 'optional') return false;
+    const text = Buffer.from(basic[1] ?? '', 'base64').toString('utf8');
+    const colon = text.indexOf(':');
+    if (colon < 0 || colon === text.length - 1) return false;
+  }
+  return !holdsApiKey(authorization);
+}
+
+/**
  * Does a request target carry an API key in an `access_token` query parameter (any percent-encoding
  * of the name or the value)? The service takes keys there; the proxy does not, and would forward
  * the URL, key included, to the upstream: such requests are refused.

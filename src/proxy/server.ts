@@ -13,7 +13,7 @@ import {
   STATE_COOKIE,
   stripOwnCookies,
 } from './cookie.js';
-import { ApiKeyCache, holdsApiKey, keyInQuery, presentedCredential } from './credentials.js';
+import { ApiKeyCache, forwardableAuthorization, keyInQuery, presentedCredential } from './credentials.js';
 import { HttpError, rawResponse, sendError, upstreamError } from './errors.js';
 import { HostRoutes, type Learned } from './hosts.js';
 import {
@@ -507,10 +507,13 @@ export class AccessProxy {
     for (const k in from) {
       const v = from[k];
       if (v === undefined || HOP.has(k) || isReserved(k) || conn?.has(k)) continue;
-      // In optional and required mode an Authorization reaching the upstream is the proxy's
-      // synthetic one, or none: a client's could pass for it. In mode none it is the app's own,
-      // but never one of our keys.
-      if (k === 'authorization' && (!auth.appAuthorization || holdsApiKey(v as string))) continue;
+      // With an identity the proxy's synthetic Authorization replaces the client's. Without one,
+      // the client's is the application's own, unless it holds our key or could pass for ours.
+      if (
+        k === 'authorization' &&
+        (who || !forwardableAuthorization(v as string, auth.appAuthorization ? 'none' : 'optional'))
+      )
+        continue;
       if (k === 'cookie') {
         const kept = stripOwnCookies(v as string);
         if (kept) h += `cookie: ${kept}\r\n`;
