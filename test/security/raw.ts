@@ -183,8 +183,13 @@ export interface Recorder {
   url: string;
   /** Every request the upstream's parser started, in arrival order. */
   seen: Recorded[];
-  /** The requests seen from index `from` on, once none of them is still arriving (at most `ms`). */
+  /**
+   * The requests seen from index `from` on, once the upstream is quiet: no request still
+   * arriving and none new for a moment (at most `ms` in all).
+   */
   since(from: number, ms?: number): Promise<Recorded[]>;
+  /** Waits until the upstream is quiet, so what arrives next belongs to what is sent next. */
+  quiet(ms?: number): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -194,7 +199,16 @@ export interface Recorder {
  */
 export async function startRecorder(): Promise<Recorder> {
   const seen: Recorded[] = [];
-  const pending = new Set<Promise<void>>();
+  /** Each request's end (body complete or cut off), by its index in `seen`. */
+  const ended: Promise<void>[] = [];
+  let lastArrival = 0;
+  /** A request the proxy already took may still be on its way: quiet means none for this long. */
+  const QUIET_MS = 30;
+  const quiet = async (ms = 2000) => {
+    const stop = Date.now() + ms;
+    while (Date.now() - lastArrival < QUIET_MS && Date.now() < stop)
+      await new Promise((r) => setTimeout(r, 5));
+  };
   const server = http.createServer((req, res) => {
     const rec: Recorded = {
       method: req.method ?? '',
@@ -206,6 +220,7 @@ export async function startRecorder(): Promise<Recorder> {
       complete: false,
     };
     seen.push(rec);
+    lastArrival = Date.now();
     const chunks: Buffer[] = [];
     const done = new Promise<void>((resolve) => {
       req.on('data', (c: Buffer) => chunks.push(c));
@@ -222,8 +237,7 @@ export async function startRecorder(): Promise<Recorder> {
         resolve();
       });
     });
-    pending.add(done);
-    void done.then(() => pending.delete(done));
+    ended.push(done);
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const port = (server.address() as AddressInfo).port;
@@ -231,10 +245,13 @@ export async function startRecorder(): Promise<Recorder> {
     url: `http://127.0.0.1:${port}`,
     seen,
     async since(from, ms = 2000) {
-      const stop = Date.now() + ms;
-      while (pending.size > 0 && Date.now() < stop) await new Promise((r) => setTimeout(r, 5));
+      // Requests of this window end first (a body still arriving), then nothing new may follow.
+      const stop = new Promise<void>((r) => setTimeout(r, ms).unref());
+      await Promise.race([Promise.all(ended.slice(from)), stop]);
+      await quiet(ms);
       return seen.slice(from);
     },
+    quiet,
     close: () =>
       new Promise<void>((r) => {
         server.closeAllConnections();
