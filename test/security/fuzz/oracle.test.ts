@@ -14,7 +14,7 @@ type ClientView = { kind: 'complete'; statuses: number[]; body: string } | { kin
 
 describe.skipIf(!wants(fuzzSettings(), 'response'))('the llhttp reference of the response fuzzer', () => {
   let server: net.Server;
-  let next = Buffer.alloc(0);
+  let next: Buffer = Buffer.alloc(0);
   beforeAll(async () => {
     server = net.createServer((sock) => {
       sock.on('error', () => undefined);

@@ -13,10 +13,12 @@ const seconds = (share: number, short: number) =>
 async function replay(h: Harness) {
   const corpus = readCorpus<RequestCase>('request');
   expect(corpus.length).toBeGreaterThan(0);
+  const findings: { file: string; finding: string }[] = [];
   for (const entry of corpus) {
     const v = await checkRequest(h, entry.input);
-    expect({ file: entry.file, finding: v.finding }).toEqual({ file: entry.file, finding: undefined });
+    if (v.finding) findings.push({ file: entry.file, finding: v.finding });
   }
+  expect(findings).toEqual([]);
 }
 
 describe.skipIf(!wants(settings, 'request'))('proxy request handling: differential against llhttp', () => {

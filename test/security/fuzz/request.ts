@@ -150,6 +150,15 @@ export class Upstream {
       up.rec.refused = true;
       socket.destroy();
     });
+    // An application that does not switch protocols: it answers an Upgrade request like any other
+    // and reads the next request from the same connection. A proxy that tunnels before the
+    // upstream said 101 would have the client's next bytes read here as requests.
+    server.on('upgrade', (req: http.IncomingMessage, socket: net.Socket, head: Buffer) => {
+      record(up.rec, req, true);
+      socket.write('HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok');
+      if (head.length > 0) socket.unshift(head);
+      server.emit('connection', socket);
+    });
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     up.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
     return up;

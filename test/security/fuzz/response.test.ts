@@ -8,10 +8,12 @@ describe.skipIf(!wants(settings, 'response'))('upstream response parser: differe
   it('replays the corpus: no input the proxy accepts differently from llhttp', () => {
     const corpus = readCorpus<ResponseCase>('response');
     expect(corpus.length).toBeGreaterThan(0);
+    const findings: { file: string; finding: string }[] = [];
     for (const entry of corpus) {
       const v = checkResponse(entry.input);
-      expect({ file: entry.file, finding: v.finding }).toEqual({ file: entry.file, finding: undefined });
+      if (v.finding) findings.push({ file: entry.file, finding: v.finding });
     }
+    expect(findings).toEqual([]);
   });
 
   it(
