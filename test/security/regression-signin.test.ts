@@ -19,6 +19,13 @@ const PW = 'correct horse battery staple';
 /** fastify inject's default Host: the service's own origin in these requests. */
 const OWN = 'http://localhost:80';
 
+/**
+ * Each browser comes from an address of its own: per-address limits (the e-mail lookup bucket,
+ * regulation) are not what these tests are about, and must not decide them.
+ */
+let lastIp = 0;
+const freshIp = () => `10.77.${(++lastIp >> 8) & 255}.${lastIp & 255}`;
+
 describe.each(backends())('service sign-in regressions on %s', (backend) => {
   let s: TestService;
   let n = 0;
@@ -30,7 +37,7 @@ describe.each(backends())('service sign-in regressions on %s', (backend) => {
 
   /** A browser that named its user but proved nothing: its 401 on /users/me carries an intent. */
   async function refusedBrowser(address: string) {
-    const b = new Browser(s);
+    const b = new Browser(s, { ip: freshIp() });
     expect((await b.post('/auth/email', { email: address })).statusCode).toBe(204);
     const denied = await b.req({ url: '/users/me' });
     expect(denied.statusCode).toBe(401);
@@ -48,21 +55,21 @@ describe.each(backends())('service sign-in regressions on %s', (backend) => {
     await makeUser(s, { email: e, password: PW, pin: '13579' });
     const victim = await refusedBrowser(e);
     // Anonymous intents bind to the device: issued to a browser that has a device cookie but no user.
-    const anon = new Browser(s);
+    const anon = new Browser(s, { ip: freshIp() });
     await anon.post('/auth/location', { lat: '1', long: '1' });
     const anonIntent = (await anon.req({ url: '/users/me' })).json().Intent as string;
     expect(anon.device).toBeTruthy();
     const other = email();
     await makeUser(s, { email: other, password: PW });
-    const strongAttacker = await signedIn(s, other, PW);
+    const strongAttacker = await signedIn(s, other, PW, { ip: freshIp() });
     const attackers = {
       'same user, other session': async () => (await refusedBrowser(e)).b,
       'other user': async () => (await refusedBrowser(other)).b,
       // One signed-in attacker for all runs (a password sign-in costs an argon2 verification).
       'signed-in other user': async () => strongAttacker,
-      'no cookies': async () => new Browser(s),
+      'no cookies': async () => new Browser(s, { ip: freshIp() }),
       'other device, anonymous': async () => {
-        const b = new Browser(s);
+        const b = new Browser(s, { ip: freshIp() });
         await b.post('/auth/location', { lat: '2', long: '2' });
         return b;
       },
@@ -157,7 +164,7 @@ describe.each(backends())('service sign-in regressions on %s', (backend) => {
       expect(r.headers['x-error-code']).toBe('Invalid Intent');
     }
     // And /auth/boost, which raises the session an intent names, takes none of them.
-    const strong = await signedIn(s, e, PW);
+    const strong = await signedIn(s, e, PW, { ip: freshIp() });
     for (const forged of [resigned, none, expired, `${h}.${enc({ ...payload, lvl: 0 })}.${sig}`]) {
       const r = await strong.req({ method: 'POST', url: '/auth/boost', json: { Intent: forged } });
       expect(r.statusCode).toBe(400);
@@ -168,8 +175,8 @@ describe.each(backends())('service sign-in regressions on %s', (backend) => {
   it('CSRF: cookie writes without X-Requested-With and from any origin but this exact one are refused', async () => {
     const e = email();
     await makeUser(s, { email: e, password: PW });
-    const b = await signedIn(s, e, PW);
-    const bare = new Browser(s, { csrf: false });
+    const b = await signedIn(s, e, PW, { ip: freshIp() });
+    const bare = new Browser(s, { csrf: false, ip: freshIp() });
     for (const [k, v] of b.cookies) bare.cookies.set(k, v);
     const lookAlike = fc.oneof(
       fc.constantFrom(
@@ -224,13 +231,13 @@ describe.each(backends())('service sign-in regressions on %s', (backend) => {
     const me = await b.req({ url: '/users/me' });
     expect(me.statusCode).toBe(200);
     expect(me.json().HavePIN).not.toBe(true);
-    expect((await signedIn(s, e, PW)).session).toBeTruthy();
+    expect((await signedIn(s, e, PW, { ip: freshIp() })).session).toBeTruthy();
   });
 
   it('CSRF over a real socket: look-alike origins of the listening address are refused, the exact one passes', async () => {
     const e = email();
     await makeUser(s, { email: e, password: PW });
-    const b = await signedIn(s, e, PW);
+    const b = await signedIn(s, e, PW, { ip: freshIp() });
     const cookie = [...b.cookies].map(([k, v]) => `${k}=${v}`).join('; ');
     if (!s.app.server.listening) await s.app.listen({ port: 0, host: '127.0.0.1' });
     const port = (s.app.server.address() as AddressInfo).port;
@@ -272,7 +279,7 @@ describe.each(backends())('service sign-in regressions on %s', (backend) => {
     // must never be granted. Websocket handshakes skip CORS, so /events checks Origin itself.
     const e = email();
     await makeUser(s, { email: e, password: PW });
-    const b = await signedIn(s, e, PW);
+    const b = await signedIn(s, e, PW, { ip: freshIp() });
     const cookie = [...b.cookies].map(([k, v]) => `${k}=${v}`).join('; ');
     for (const [method, url] of [
       ['OPTIONS', '/auth/enroll/pin'],
@@ -322,8 +329,8 @@ describe.each(backends())('service sign-in regressions on %s', (backend) => {
     // text/plain, form and multipart bodies need no CORS preflight: the only kinds a hostile page can post.
     const e = email();
     await makeUser(s, { email: e, password: PW });
-    const b = await signedIn(s, e, PW);
-    const bare = new Browser(s, { csrf: false });
+    const b = await signedIn(s, e, PW, { ip: freshIp() });
+    const bare = new Browser(s, { csrf: false, ip: freshIp() });
     for (const [k, v] of b.cookies) bare.cookies.set(k, v);
     for (const type of [
       'text/plain',
