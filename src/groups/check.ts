@@ -1,6 +1,7 @@
 import type { ServiceContext } from '../api/context.js';
 import { ApiError } from '../api/errors.js';
 import { userUsable } from '../auth/apikeys.js';
+import { isLocalReturnPath } from '../core/returnurl.js';
 import { Group } from '../objects/group.js';
 import { TENANT_ID, Tenant } from '../objects/tenant.js';
 import { User } from '../objects/user.js';
@@ -38,12 +39,13 @@ export async function signinBase(ctx: ServiceContext): Promise<string> {
 
 /**
  * Is `next` a URL we may send a browser to: an absolute http(s) URL on an allowed origin, or a
- * path on this service ("/..." but not "//..." nor "/\...")? Returns the normalized URL or undefined.
+ * path on this service as the project's one return-path check reads it (src/core/returnurl.ts:
+ * "/%2f%2fevil.example" or "/%09/evil.example" are one decoding away from another origin)?
+ * Returns the normalized URL or undefined.
  */
 export function allowedNext(next: string, origins: readonly string[]): string | undefined {
-  if (next === '' || next.length > 2048) return undefined;
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: refusing control characters is the point
-  if (/^\/(?![/\\])/.test(next) && !/[\u0000-\u001f\\]/.test(next)) return next;
+  if (next === '' || next.length > MAX_NEXT) return undefined;
+  if (next.startsWith('/')) return isLocalReturnPath(next) ? next : undefined;
   let u: URL;
   try {
     u = new URL(next);

@@ -68,13 +68,24 @@ export async function requireUser(ctx: ServiceContext, userId: string): Promise<
   return u;
 }
 
-/** Is the user an active (and not overdue) member of the group? Missing group: false. */
-export async function isActiveMember(ctx: ServiceContext, groupId: string, userId: string): Promise<boolean> {
+/**
+ * Does the user's membership of the group count: active, not overdue, and `level` (the caller's
+ * session integrity level) reaching the group's IntegrityLevel, as in an access check? Missing
+ * group: false.
+ */
+export async function membershipCounts(
+  ctx: ServiceContext,
+  groupId: string,
+  userId: string,
+  level: number,
+): Promise<boolean> {
   if (groupId === '' || userId === '') return false;
   const g = await ctx.store.get(Group, groupId);
   if (!g) return false;
+  const group = groupSettings(g.doc);
+  if (level < group.IntegrityLevel) return false;
   const m = await ctx.store.get(Membership, membershipId(groupId, userId));
-  return !!m && stateOf(m.doc) === 'active' && !expiryDue(groupSettings(g.doc), m.doc);
+  return !!m && stateOf(m.doc) === 'active' && !expiryDue(group, m.doc);
 }
 
 /** A caller that acts as a person: user scope, admin scope or a signed-in session. */
@@ -86,7 +97,10 @@ export async function isApprover(ctx: ServiceContext, p: Principal, group: Group
   if (p.userId === '' || !actsAsUser(p)) return false;
   if (group.Approvers.includes(p.userId)) return true;
   // An approver group that is the group itself would let members approve newcomers: allowed, it is the admin's choice.
-  return isActiveMember(ctx, group.ApproverGroup, p.userId);
+  // The approver group's membership grants this power only where it would pass an access check:
+  // at the group's IntegrityLevel (API keys have none: level 0, failing closed as checks do).
+  const level = p.via === 'session' ? (p.integrityLevel ?? 0) : 0;
+  return membershipCounts(ctx, group.ApproverGroup, p.userId, level);
 }
 
 /** The roles the caller holds towards the membership of `userId` in `group` (see states.ts). */
