@@ -43,6 +43,12 @@ export interface EventHubOptions {
   maxPendingChanges: number;
   /** Subscriptions per connection. */
   maxSubscriptions: number;
+  /**
+   * Open streams per user (per key or session for credentials without a user): every stream
+   * holds a socket, buffers and up to maxSubscriptions snapshots, so one user key must not open
+   * them without bound.
+   */
+  maxStreamsPerUser: number;
   /** Safety-net poll of the change log. */
   pollIntervalMs: number;
 }
@@ -54,6 +60,7 @@ export const DEFAULT_OPTIONS: EventHubOptions = {
   snapshotStallMs: 30_000,
   maxPendingChanges: 10_000,
   maxSubscriptions: 64,
+  maxStreamsPerUser: 32,
   pollIntervalMs: 5_000,
 };
 
@@ -281,7 +288,8 @@ export class Connection {
     const sub = new Subscription(this, t, req.ID, granted === 'own' ? this.principal.userId : undefined);
     this.subscriptions.set(key, sub);
     this.hub.register(sub);
-    const snap = await this.hub.snapshot(this.hub.ctx.db, t.kind, req.ID);
+    const owner = sub.owner !== undefined ? { field: t.ownerField as string, value: sub.owner } : undefined;
+    const snap = await this.hub.snapshot(this.hub.ctx.db, t.kind, req.ID, owner);
     sub.seq = snap.seq;
     for (const row of snap.rows) {
       if (this.closed) return;
@@ -410,12 +418,25 @@ export class EventHub {
     return this.connections.size;
   }
 
+  /** May the holder of these credentials open one more stream (maxStreamsPerUser)? */
+  mayOpen(principal: Principal): boolean {
+    const holder = streamHolder(principal);
+    let n = 0;
+    for (const conn of this.connections) if (streamHolder(conn.principal) === holder) n++;
+    return n < this.options.maxStreamsPerUser;
+  }
+
   /** Takes over an upgraded socket of an authenticated caller. */
   async accept(socket: EventSocket, principal: Principal, request?: FastifyRequest): Promise<Connection> {
     // Listeners first, so that no message sent right after the handshake is lost.
     const conn = new Connection(this, socket, principal, request);
     if (this.closed) {
       conn.close(CloseCodes.GoingAway, 'server shutting down');
+      return conn;
+    }
+    // The handshake was refused with 429 over the limit; handshakes that raced past it close here.
+    if (!this.mayOpen(principal)) {
+      conn.close(CloseCodes.PolicyViolation, 'too many streams open for these credentials');
       return conn;
     }
     this.connections.add(conn);
@@ -611,6 +632,10 @@ export class EventHub {
     await this.tailer.close();
   }
 }
+
+/** Whose streams count together: the user's, else the key's or the session's. */
+const streamHolder = (p: Principal) =>
+  p.userId !== '' ? `u:${p.userId}` : p.keyId ? `k:${p.keyId}` : `s:${p.sessionId ?? ''}`;
 
 /** Why an updated API key no longer grants what the stream was opened with, or undefined. */
 function keyStillGrants(o: Outgoing, p: Principal): string | undefined {

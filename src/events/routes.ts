@@ -58,6 +58,11 @@ export async function registerEventRoutes(app: FastifyInstance, ctx: ServiceCont
       // Cookies ride along on cross-site websocket handshakes (no CORS for websockets): a
       // session-authenticated stream must come from our own origin (cross-site websocket hijacking).
       if (req.principal?.via === 'session') checkCsrf(req);
+      if (isUpgrade(req.headers) && !hub.mayOpen(principalOf(req)))
+        throw new ApiError(
+          'TooManyRequests',
+          `at most ${hub.options.maxStreamsPerUser} event streams may be open for one user: close one first`,
+        );
       const token = pendingCookies.get(req);
       if (token) {
         pendingCookies.delete(req);

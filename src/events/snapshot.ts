@@ -1,3 +1,4 @@
+import { sql } from 'kysely';
 import type { Db } from '../store/db.js';
 
 export interface Snapshot {
@@ -6,13 +7,37 @@ export interface Snapshot {
   rows: { id: string; data: string }[];
 }
 
+/** Own-only access: only the objects whose owner field is this user. */
+export interface OwnerFilter {
+  field: string;
+  value: string;
+}
+
+/**
+ * The owner field in SQL. The filter is applied by the database, not after reading: an own-only
+ * subscriber (scope user) must not make the service read every user's rows into memory.
+ */
+function ownerExpr(dialect: Db['dialect'], field: string) {
+  if (field === 'ID') return sql<string>`id`;
+  // Field names come from the type definitions, never from a client; checked all the same.
+  if (!/^[A-Za-z][A-Za-z0-9]*$/.test(field)) throw new Error(`not a field name: ${field}`);
+  return dialect === 'sqlite'
+    ? sql<string>`json_extract(data, ${sql.lit(`$.${field}`)})`
+    : sql<string>`(doc ->> ${sql.lit(field)})`;
+}
+
 /**
  * The objects of a kind (or the one with `id`) together with the newest change-log sequence
  * number, read in one transaction so that both describe the same moment: a read transaction on
  * SQLite (WAL snapshot), REPEATABLE READ on PostgreSQL. Writers commit in sequence order (the
  * store serializes them), so every change up to `seq` is in the rows and none after it is.
  */
-export async function takeSnapshot(db: Db, kind: string, id?: string): Promise<Snapshot> {
+export async function takeSnapshot(
+  db: Db,
+  kind: string,
+  id?: string,
+  owner?: OwnerFilter,
+): Promise<Snapshot> {
   let tx = db.kysely.transaction();
   if (db.dialect === 'postgres') tx = tx.setIsolationLevel('repeatable read').setAccessMode('read only');
   return tx.execute(async (t) => {
@@ -22,6 +47,7 @@ export async function takeSnapshot(db: Db, kind: string, id?: string): Promise<S
       .executeTakeFirst();
     let q = t.selectFrom('objects').select(['id', 'data']).where('type', '=', kind);
     if (id !== undefined) q = q.where('id', '=', id);
+    if (owner) q = q.where(ownerExpr(db.dialect, owner.field), '=', owner.value);
     const rows = await q.orderBy('id').execute();
     return { seq: Number(last?.seq ?? 0), rows };
   });

@@ -1,0 +1,153 @@
+/**
+ * Second-afternoon audit of the event stream (GET /events): the same classes of bug as the named
+ * findings (every wait and size has a bound; secrets never leave the service), in a place nobody
+ * named.
+ *
+ * 1. Unbounded streams per credential: any user key could open websockets without limit, each
+ *    with up to 64 subscriptions, and every subscription's snapshot is read whole into memory.
+ * 2. Unbounded snapshot reads: with own-only access (scope user) the snapshot of User, APIKey,
+ *    Membership or VouchRequest read every row of the type (every user's keys) and filtered in
+ *    JavaScript, so one user key made the service hold the whole table per subscription.
+ * 3. Regression: no frame carries a secret or its hash (API keys, activation codes, proxy tokens).
+ */
+import { createHash } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DEFAULT_OPTIONS } from '../../src/events/hub.js';
+import { takeSnapshot } from '../../src/events/snapshot.js';
+import { EventClient } from '../events/client.js';
+import { create, person } from '../groups/fixture.js';
+import { backends, startTestService, type TestService } from '../helpers.js';
+
+describe.each(backends())('event stream, second afternoon, on %s', (backend) => {
+  let s: TestService;
+  let base: string;
+  const open: EventClient[] = [];
+  const connect = async (key: string) => {
+    const c = await EventClient.open(base, key);
+    open.push(c);
+    return c;
+  };
+  beforeAll(async () => {
+    s = await startTestService(backend);
+    await s.app.listen({ port: 0, host: '127.0.0.1' });
+    base = `http://127.0.0.1:${(s.app.server.address() as AddressInfo).port}`;
+  });
+  afterAll(async () => {
+    for (const c of open) c.ws.terminate();
+    await s?.close();
+  });
+
+  it('one user may hold only a bounded number of streams; the next is refused with 429, others are not', async () => {
+    expect(DEFAULT_OPTIONS.maxStreamsPerUser).toBeGreaterThan(0);
+    expect(DEFAULT_OPTIONS.maxStreamsPerUser).toBeLessThanOrEqual(64);
+    const limit = 3;
+    s.app.events.configure({ maxStreamsPerUser: limit });
+    try {
+      const u = await person(s, 'Streamer');
+      // Two keys of the same user share the bound (a user holds it, not a key).
+      const second = await s.keyFor(['user'], u.id);
+      const held = [];
+      for (let i = 0; i < limit; i++) held.push(await connect(i % 2 === 0 ? u.key : second));
+      for (const key of [u.key, second]) {
+        const refused = (await connect(key).catch((e) => e)) as {
+          res?: { statusCode: number; headers: Record<string, string> };
+        };
+        expect(refused.res?.statusCode).toBe(429);
+        expect(refused.res?.headers['x-error-code']).toBe('Too Many Requests');
+      }
+      // Another user is not affected; a closed stream frees its place.
+      const other = await person(s, 'Bystander');
+      await connect(other.key);
+      const first = held[0] as EventClient;
+      first.ws.close();
+      await first.until((c) => c.closed !== undefined, 5000, 'close');
+      await new Promise((r) => setTimeout(r, 50));
+      const again = await connect(u.key);
+      again.send({ Kind: 'User' });
+      await again.caughtUp('User');
+    } finally {
+      s.app.events.configure({ maxStreamsPerUser: DEFAULT_OPTIONS.maxStreamsPerUser });
+    }
+  });
+
+  it('handshakes racing past the check are closed: at most the bound stay open', async () => {
+    const limit = 2;
+    s.app.events.configure({ maxStreamsPerUser: limit });
+    try {
+      const u = await person(s, 'Racer');
+      const tries = await Promise.allSettled(Array.from({ length: 8 }, () => connect(u.key)));
+      const opened = tries.flatMap((t) => (t.status === 'fulfilled' ? [t.value] : []));
+      await new Promise((r) => setTimeout(r, 200));
+      const live = opened.filter((c) => c.closed === undefined);
+      expect(live.length).toBe(limit);
+      for (const c of opened.filter((o) => o.closed !== undefined)) expect(c.closed?.code).toBe(1008);
+    } finally {
+      s.app.events.configure({ maxStreamsPerUser: DEFAULT_OPTIONS.maxStreamsPerUser });
+    }
+  });
+
+  it("an own-only snapshot reads the caller's rows only, not every user's", async () => {
+    const others: { id: string }[] = [];
+    for (let i = 0; i < 40; i++) others.push(await person(s, `Other${i}`));
+    const me = await person(s, 'Reader');
+    const read: number[] = [];
+    s.app.events.snapshot = async (...args) => {
+      const snap = await takeSnapshot(...args);
+      read.push(snap.rows.length);
+      return snap;
+    };
+    try {
+      const c = await connect(me.key);
+      for (const kind of ['APIKey', 'User', 'Membership']) {
+        c.send({ Kind: kind });
+        const frames = await c.caughtUp(kind);
+        if (kind === 'APIKey') expect(frames.map((f) => f.Item.UserID)).toEqual([me.id]);
+        if (kind === 'User') expect(frames.map((f) => f.ID)).toEqual([me.id]);
+      }
+      // One key, one user, no membership: what was read is what was sent.
+      expect(read).toEqual([1, 1, 0]);
+      // All access (an administrator) still reads every row.
+      const admin = await connect(s.adminKey);
+      admin.send({ Kind: 'APIKey' });
+      const all = await admin.caughtUp('APIKey');
+      expect(all.length).toBeGreaterThan(others.length);
+      // A change to someone else's key still never reaches the own-only stream.
+      const n = c.frames.length;
+      await s.req({
+        method: 'DELETE',
+        url: `/apikeys/${(all.find((f) => f.Item.UserID === others[0]?.id) as { ID: string }).ID}`,
+      });
+      await new Promise((r) => setTimeout(r, 300));
+      expect(c.frames.slice(n).filter((f) => f.Kind === 'APIKey')).toEqual([]);
+    } finally {
+      s.app.events.snapshot = takeSnapshot;
+    }
+  });
+
+  it('regression: no frame carries a secret or its hash (API keys, activation codes, proxy tokens)', async () => {
+    const c = await connect(s.adminKey);
+    for (const kind of ['APIKey', 'ActivationCode', 'App']) {
+      c.send({ Kind: kind });
+      await c.caughtUp(kind);
+    }
+    const n = c.frames.length;
+    const key = await s.req({ method: 'POST', url: '/apikeys', payload: { Scopes: ['audit'] } });
+    expect(key.statusCode, key.body).toBe(201);
+    const code = 'activation-code-0123456789';
+    const ac = await s.req({ method: 'POST', url: '/activationcodes', payload: { Code: code } });
+    expect(ac.statusCode, ac.body).toBe(201);
+    const app = await create(s, 'apps', { Name: 'frames' });
+    const tok = await s.req({ method: 'POST', url: `/apps/${app}/proxytoken` });
+    expect(tok.statusCode, tok.body).toBe(201);
+    const secrets = [String(key.json().Secret), code, String(tok.json().Token)];
+    await c.until((cl) => cl.frames.slice(n).length >= 4, 5000, 'frames of the writes');
+    await new Promise((r) => setTimeout(r, 200));
+    const text = JSON.stringify(c.frames.slice(n));
+    for (const secret of secrets) {
+      expect(text).not.toContain(secret);
+      expect(text).not.toContain(createHash('sha256').update(secret).digest('base64url'));
+    }
+    expect(text).not.toMatch(/Hash"/);
+  });
+});
