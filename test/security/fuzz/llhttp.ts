@@ -119,21 +119,26 @@ export function llhttpResponse(input: Buffer, head: boolean): LlhttpResponse {
 /**
  * Reads the final responses in what a server sent so far, given the methods of the requests in
  * order (HEAD responses have no body): for the request-side harness, which waits for one response
- * per request before it ends its side of the connection, and needs to know which of them the
- * proxy answered itself (they carry X-Error-Code).
+ * per request before it ends its side of the connection, and needs to know which of them came
+ * from the upstream (they carry the header `fromUpstream` names) rather than from the proxy or
+ * Node's server.
  */
 export class ResponseCounter {
   private readonly p = new HTTPParser();
-  /** Per complete final response: its status and whether the proxy wrote it (X-Error-Code). */
-  readonly finals: { status: number; proxyError: boolean }[] = [];
+  /** Per complete final response: its status and whether the upstream wrote it. */
+  readonly finals: { status: number; fromUpstream: boolean }[] = [];
   failed = false;
 
-  constructor(private readonly methods: string[]) {
+  /** `fromUpstream`: the name (lower case) of a header only the upstream's responses have. */
+  constructor(
+    private readonly methods: string[],
+    fromUpstream: string,
+  ) {
     this.p.initialize(HTTPParser.RESPONSE, {}, 0, HTTPParser.kLenientNone);
     this.p[HTTPParser.kOnMessageBegin] = () => undefined;
     this.p[HTTPParser.kOnExecute] = () => undefined;
     this.p[HTTPParser.kOnBody] = () => undefined;
-    let current: { status: number; proxyError: boolean } | undefined;
+    let current: { status: number; fromUpstream: boolean } | undefined;
     let names: string[] = [];
     this.p[HTTPParser.kOnHeaders] = (headers: string[]) => {
       names = names.concat(headers.filter((_, i) => i % 2 === 0));
@@ -146,7 +151,7 @@ export class ResponseCounter {
       const informational = status >= 100 && status < 200 && status !== 101;
       current = informational
         ? undefined
-        : { status, proxyError: all.some((n) => n.toLowerCase() === 'x-error-code') };
+        : { status, fromUpstream: all.some((n) => n.toLowerCase() === fromUpstream) };
       if (status === 101) return 2;
       return informational || this.methods[this.finals.length] === 'HEAD' || status === 304 ? 1 : 0;
     };

@@ -1,9 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { backends } from '../../helpers.js';
 import { startWorld, type World } from '../../proxy/harness.js';
-import { checkRequest, type Harness, Oracle, startAnonymousHarness, Upstream } from './request.js';
+import { checkRequest, type Harness, startAnonymousHarness } from './request.js';
 import { type RequestCase, requestCase } from './request-gen.js';
 import { fuzz, fuzzSettings, readCorpus, report, wants } from './run.js';
+import { Oracle, Upstream } from './sides.js';
 
 const settings = fuzzSettings();
 /** npm test: a few seconds per run; npm run fuzz: the time asked for, split over the runs. */

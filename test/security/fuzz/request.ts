@@ -7,227 +7,16 @@
  * a request. And no header the proxy did not write itself may reach the upstream under a reserved
  * name (X-Service-*, X-Remote-User, X-Forwarded-*, Forwarded) in any spelling.
  */
-import http from 'node:http';
-import net, { type AddressInfo } from 'node:net';
+import type http from 'node:http';
 import pino from 'pino';
 import { loadProxyConfig } from '../../../src/config/proxy.js';
 import type { AuthBackend } from '../../../src/proxy/backend.js';
 import { connectionTokens, HOP, isReserved, requestTarget } from '../../../src/proxy/http.js';
 import { PROXY_PATHS } from '../../../src/proxy/protocol.js';
 import { type RunningProxy, startProxy } from '../../../src/proxy/run.js';
-import { ResponseCounter } from './llhttp.js';
 import { caseBytes, type RequestCase } from './request-gen.js';
 import type { Verdict } from './run.js';
-
-// ---- what each side saw -------------------------------------------------------------------------
-
-export interface Seen {
-  method: string;
-  url: string;
-  headers: http.IncomingHttpHeaders;
-  body: string;
-  complete: boolean;
-  /** llhttp handed the connection over (an Upgrade request): what follows is not HTTP. */
-  upgrade: boolean;
-}
-
-interface Recording {
-  seen: Seen[];
-  reqs: [Seen, http.IncomingMessage][];
-  refused: boolean;
-  /** llhttp's error code when it refused. */
-  why?: string;
-}
-
-function record(rec: Recording, req: http.IncomingMessage, upgrade: boolean): Seen {
-  const seen: Seen = {
-    method: req.method ?? '',
-    url: req.url ?? '',
-    headers: { ...req.headers },
-    body: '',
-    complete: upgrade,
-    upgrade,
-  };
-  rec.seen.push(seen);
-  if (!upgrade) {
-    rec.reqs.push([seen, req]);
-    req.on('data', (d: Buffer) => {
-      seen.body += d.toString('latin1');
-    });
-  }
-  return seen;
-}
-
-/** The proxy's own answer to a malformed request (src/proxy/run.ts), so that both sides end alike. */
-function onClientError(_err: Error, socket: net.Socket | import('node:stream').Duplex) {
-  if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\n\r\n');
-  else socket.destroy();
-}
-
-/** A node:http server as the proxy's (default parser settings), recording each connection. */
-export class Oracle {
-  private readonly byPort = new Map<number, Recording>();
-
-  private constructor(private readonly server: http.Server) {}
-
-  static async start(): Promise<Oracle> {
-    const server = http.createServer();
-    const oracle = new Oracle(server);
-    // Finish the requests already read when the client ends its side (the client sends and ends).
-    (server as unknown as { httpAllowHalfOpen: boolean }).httpAllowHalfOpen = true;
-    server.on('connection', (s: net.Socket) => {
-      oracle.byPort.set(s.remotePort as number, { seen: [], reqs: [], refused: false });
-    });
-    server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
-      const rec = oracle.byPort.get(req.socket.remotePort as number);
-      if (!rec) return res.destroy();
-      record(rec, req, false);
-      req.on('end', () => res.end());
-    });
-    server.on('upgrade', (req: http.IncomingMessage, socket: net.Socket) => {
-      const rec = oracle.byPort.get(socket.remotePort as number);
-      if (rec) record(rec, req, true);
-      socket.destroy();
-    });
-    server.on('clientError', (err: Error, socket: net.Socket) => {
-      const rec = oracle.byPort.get(socket.remotePort as number);
-      if (rec) {
-        rec.refused = true;
-        rec.why = (err as NodeJS.ErrnoException).code;
-      }
-      onClientError(err, socket);
-    });
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    return oracle;
-  }
-
-  /** What llhttp reads in `bytes` sent on one connection that then ends. */
-  async parse(bytes: Buffer): Promise<Recording> {
-    const port = (this.server.address() as AddressInfo).port;
-    const local = await new Promise<number>((resolve) => {
-      let localPort = 0;
-      const sock = net.connect(port, '127.0.0.1', () => {
-        localPort = sock.localPort as number;
-        sock.end(bytes);
-      });
-      const timer = setTimeout(() => sock.destroy(), 3000);
-      sock.on('error', () => undefined);
-      sock.resume();
-      sock.on('close', () => {
-        clearTimeout(timer);
-        resolve(localPort);
-      });
-    });
-    const rec = this.byPort.get(local) ?? { seen: [], reqs: [], refused: true };
-    this.byPort.delete(local);
-    for (const [seen, req] of rec.reqs) seen.complete = req.complete;
-    return rec;
-  }
-
-  close() {
-    return new Promise<void>((r) => {
-      this.server.closeAllConnections();
-      this.server.close(() => r());
-    });
-  }
-}
-
-/** The upstream behind the proxy: records every request its parser reads, answers 200 keep-alive. */
-export class Upstream {
-  rec: Recording = { seen: [], reqs: [], refused: false };
-  url = '';
-
-  private constructor(private readonly server: http.Server) {}
-
-  static async start(): Promise<Upstream> {
-    const server = http.createServer();
-    const up = new Upstream(server);
-    server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
-      record(up.rec, req, false);
-      req.on('end', () => res.end('ok'));
-    });
-    server.on('clientError', (_e: Error, socket: net.Socket) => {
-      up.rec.refused = true;
-      socket.destroy();
-    });
-    // An application that does not switch protocols: it answers an Upgrade request like any other
-    // and reads the next request from the same connection. A proxy that tunnels before the
-    // upstream said 101 would have the client's next bytes read here as requests.
-    server.on('upgrade', (req: http.IncomingMessage, socket: net.Socket, head: Buffer) => {
-      record(up.rec, req, true);
-      socket.write('HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok');
-      if (head.length > 0) socket.unshift(head);
-      server.emit('connection', socket);
-    });
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    up.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-    return up;
-  }
-
-  reset() {
-    this.rec = { seen: [], reqs: [], refused: false };
-  }
-
-  /** What arrived, once no request is still arriving (or after 1 s). */
-  async settle(): Promise<Seen[]> {
-    const stop = Date.now() + 1000;
-    while (Date.now() < stop && this.rec.reqs.some(([, r]) => !r.complete && !r.destroyed))
-      await new Promise((r) => setTimeout(r, 5));
-    for (const [seen, req] of this.rec.reqs) seen.complete = req.complete;
-    return this.rec.seen;
-  }
-
-  close() {
-    return new Promise<void>((r) => {
-      this.server.closeAllConnections();
-      this.server.close(() => r());
-    });
-  }
-}
-
-/**
- * Sends `bytes` to the proxy and reads its responses; ends its side once `want` responses arrived
- * (ending earlier would make Node's server abort requests still in flight), or after 2 s of silence.
- */
-export function throughProxy(
-  port: number,
-  bytes: Buffer,
-  methods: string[],
-  want: number,
-): Promise<ResponseCounter['finals']> {
-  return new Promise((resolve) => {
-    const counter = new ResponseCounter(methods);
-    let ended = false;
-    let timer: NodeJS.Timeout | undefined;
-    const end = () => {
-      if (ended) return;
-      ended = true;
-      sock.end();
-      clearTimeout(timer);
-      timer = setTimeout(() => sock.destroy(), 2000);
-    };
-    const idle = () => {
-      clearTimeout(timer);
-      timer = setTimeout(end, 2000);
-    };
-    const sock = net.connect(port, '127.0.0.1', () => {
-      sock.write(bytes);
-      if (want === 0) end();
-      else idle();
-    });
-    sock.on('data', (d: Buffer) => {
-      counter.feed(d);
-      if (counter.count >= want) end();
-      else if (!ended) idle();
-    });
-    sock.on('error', () => undefined);
-    sock.on('close', () => {
-      clearTimeout(timer);
-      counter.close();
-      resolve(counter.finals);
-    });
-  });
-}
+import { Oracle, type Seen, throughProxy, Upstream } from './sides.js';
 
 // ---- the property -------------------------------------------------------------------------------
 
@@ -363,11 +152,12 @@ export async function checkRequest(h: Harness, c: RequestCase): Promise<Verdict>
     answered.map((s) => s.method),
     answered.length,
   );
-  // The responses in order, one per request llhttp read whole. Those the proxy wrote itself carry
-  // X-Error-Code (refused target or credentials, its own paths). An upgrade is answered on the
-  // raw socket, possibly before the requests ahead of it: then the order says nothing.
+  // The responses in order, one per request llhttp read whole. Those without the upstream's mark
+  // come from the proxy (refused target or credentials, its own paths) or from Node's server (no
+  // Host). An upgrade is answered on the raw socket, possibly before the requests ahead of it:
+  // then the order says nothing.
   const upgradeAfterOthers = answered.length > 1 && answered.some((s) => s.upgrade);
-  const refusedByProxy = new Set(answered.filter((_, i) => finals[i]?.proxyError));
+  const refusedByProxy = new Set(answered.filter((_, i) => finals[i] && !finals[i]?.fromUpstream));
   const got = await h.upstream.settle();
   const required = h.who !== undefined;
 
@@ -396,7 +186,7 @@ export async function checkRequest(h: Harness, c: RequestCase): Promise<Verdict>
   // Those the client got an answer from the upstream for must be there (not one of another).
   const must = new Map<string, number>();
   const upstreamAnswered = new Set(
-    upgradeAfterOthers ? [] : answered.filter((_, i) => finals[i] && !finals[i]?.proxyError),
+    upgradeAfterOthers ? [] : answered.filter((_, i) => finals[i]?.fromUpstream),
   );
   const bump = (m: Map<string, number>, k: string) => m.set(k, (m.get(k) ?? 0) + 1);
   for (const s of expected) {
@@ -438,7 +228,7 @@ export async function checkRequest(h: Harness, c: RequestCase): Promise<Verdict>
     if (arrived < n)
       return { finding: `the client got the upstream's answer to a request the upstream did not get: ${k}` };
   }
-  if (upgradeAfterOthers && finals[0]?.proxyError && got.length > 0)
+  if (upgradeAfterOthers && finals[0] && !finals[0].fromUpstream && got.length > 0)
     return { interesting: 'known: an upgrade is answered before the pipelined requests ahead of it' };
   if (llhttp.refused) return { kind: `llhttp refuses the connection (${llhttp.why})` };
   if (refusedByProxy.size > 0) return { interesting: 'the proxy answers a request itself' };
