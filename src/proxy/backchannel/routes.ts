@@ -4,6 +4,7 @@ import type { ServiceContext } from '../../api/context.js';
 import { ApiError } from '../../api/errors.js';
 import { authenticateApiKey, userUsable } from '../../auth/apikeys.js';
 import { hasAnyScope } from '../../auth/permissions.js';
+import { membershipCounts } from '../../groups/lifecycle.js';
 import { APIKey } from '../../objects/apikey.js';
 import { App } from '../../objects/app.js';
 import { normalizeTimestamp, timestampMs } from '../../objects/fields.js';
@@ -67,6 +68,21 @@ async function identityOf(
   if (sessionId) id.SessionID = sessionId;
   if (expires && Number.isFinite(expires.getTime())) id.Expires = expires.toISOString();
   return id;
+}
+
+/**
+ * May this user use the App (App.AccessGroups: empty, everyone)? An access group counts as in an
+ * access check: an active, not overdue membership at the group's IntegrityLevel, where `level`
+ * is the session's (an API key has none: 0). Every identity handed to a proxy passes here.
+ */
+async function requireAppAccess(ctx: ServiceContext, app: StoredObject, userId: string, level: number) {
+  const groups = Array.isArray(app.doc.AccessGroups) ? (app.doc.AccessGroups as string[]) : [];
+  if (groups.length === 0) return;
+  for (const g of groups) if (await membershipCounts(ctx, g, userId, level)) return;
+  throw new ApiError(
+    'Forbidden',
+    `this user may not use App ${app.id}: it is open to active members of its AccessGroups only`,
+  );
 }
 
 function body<T>(req: FastifyRequest, fields: Partial<Record<keyof T & string, 'string' | 'strings'>>): T {
@@ -195,7 +211,7 @@ export function registerProxyBackchannel(app: FastifyInstance, ctx: ServiceConte
   });
 
   app.post(`${BACKCHANNEL}/apikey`, open, async (req) => {
-    await proxyApp(req, ctx);
+    const a = await proxyApp(req, ctx);
     const { Key } = body<{ Key: string }>(req, { Key: 'string' });
     let principal: Awaited<ReturnType<typeof authenticateApiKey>>;
     try {
@@ -210,7 +226,13 @@ export function registerProxyBackchannel(app: FastifyInstance, ctx: ServiceConte
     if (principal.userId === '') throw new ApiError('Forbidden', 'the API key acts for no user');
     const key = await ctx.store.get(APIKey, principal.keyId as string);
     const exp = timestampMs(String(key?.doc.ExpireTime ?? ''));
-    return identityOf(ctx, principal.userId, Number.isFinite(exp) ? new Date(exp) : undefined);
+    const identity = await identityOf(
+      ctx,
+      principal.userId,
+      Number.isFinite(exp) ? new Date(exp) : undefined,
+    );
+    await requireAppAccess(ctx, a, principal.userId, 0);
+    return identity;
   });
 
   app.post(`${BACKCHANNEL}/session/exchange`, open, async (req) => {
@@ -220,15 +242,19 @@ export function registerProxyBackchannel(app: FastifyInstance, ctx: ServiceConte
     if (!sessionId) throw new ApiError('Forbidden', 'the sign-in code is invalid, expired or already used');
     const s = await needSessions().byId(ctx, sessionId);
     if (!s) throw new ApiError('Forbidden', 'the session has ended');
-    return identityOf(ctx, s.userId, s.expires, s.sessionId);
+    const identity = await identityOf(ctx, s.userId, s.expires, s.sessionId);
+    await requireAppAccess(ctx, a, s.userId, s.integrityLevel);
+    return identity;
   });
 
   app.post(`${BACKCHANNEL}/session/check`, open, async (req) => {
-    await proxyApp(req, ctx);
+    const a = await proxyApp(req, ctx);
     const { SessionID } = body<{ SessionID: string }>(req, { SessionID: 'string' });
     const s = SessionID ? await needSessions().byId(ctx, SessionID) : undefined;
     if (!s || s.userId === '') throw new ApiError('Forbidden', 'the session has ended');
-    return identityOf(ctx, s.userId, s.expires, s.sessionId);
+    const identity = await identityOf(ctx, s.userId, s.expires, s.sessionId);
+    await requireAppAccess(ctx, a, s.userId, s.integrityLevel);
+    return identity;
   });
 
   app.post(`${BACKCHANNEL}/accesscheck`, open, async (req) => {
@@ -295,6 +321,8 @@ export function registerProxyBackchannel(app: FastifyInstance, ctx: ServiceConte
       const here = `${req.protocol}://${req.host}${req.url}`;
       return reply.redirect(await sessions.signinPage(ctx, here), 302);
     }
+    // Refused here with a page that says why, rather than by the exchange after the redirect.
+    await requireAppAccess(ctx, a, s.userId, s.integrityLevel);
     target.searchParams.set('code', await issueCode(ctx, a.id, s.sessionId));
     target.searchParams.set('state', state);
     return reply.redirect(target.toString(), 302);
