@@ -12,6 +12,7 @@ import { authenticate } from '../auth/authenticate.js';
 import type { Principal } from '../auth/principal.js';
 import { splitList } from '../config/server.js';
 import { holdsSecret, redactUrl } from '../core/redact.js';
+import { fieldSegment, mayHoldUnstorable, unstorableAt } from '../core/text.js';
 import type { ServiceContext } from './context.js';
 import { ApiError, type ErrorKind, isApiError } from './errors.js';
 import { registrars } from './routes.js';
@@ -77,6 +78,19 @@ export async function createServer(opts: ServerOptions): Promise<FastifyInstance
         : randomUUID();
     },
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 256 },
+    // A path the router cannot decode (invalid UTF-8 escapes, such as an encoded lone surrogate
+    // %ED%A0%80) or a parameter over maxParamLength: our error shape, not Fastify's.
+    frameworkErrors: (err, req, reply: FastifyReply) => {
+      reply.header('X-Request-Id', req.id); // the onRequest hook does not run for these
+      const e =
+        err.code === 'FST_ERR_BAD_URL'
+          ? new ApiError('BadRequest', 'the path is not valid percent-encoded UTF-8', { field: 'path' })
+          : err.code === 'FST_ERR_MAX_PARAM_LENGTH'
+            ? new ApiError('BadRequest', 'a path segment is too long', { field: 'path' })
+            : new ApiError('Internal', 'internal error; the request id identifies it in the logs');
+      if (e.status === 500) req.log.error({ err }, 'unhandled error');
+      sendError(e, req, reply);
+    },
     return503OnClosing: true,
     // Only named proxies may set the client address through X-Forwarded-For.
     trustProxy: trusted.length > 0 ? trusted : false,
@@ -84,10 +98,13 @@ export async function createServer(opts: ServerOptions): Promise<FastifyInstance
   app.decorateRequest('principal', undefined);
   // Only JSON bodies for the API; form bodies are added by the sign-in endpoints that take them.
   app.removeContentTypeParser('text/plain');
+  addJsonParser(app);
 
   app.addHook('onRequest', async (req, reply) => {
     reply.header('X-Request-Id', req.id);
     reply.header('X-Service-Api-Version', 'v1');
+    // Before credentials: an access_token in the query is looked up in the store too.
+    if (req.url.includes('%00') || req.url.includes('\u0000')) refuseNulInUrl(req);
     const version = req.headers['x-service-api-version'];
     if (version !== undefined && version !== 'v1') {
       throw new ApiError(
@@ -110,6 +127,14 @@ export async function createServer(opts: ServerOptions): Promise<FastifyInstance
     }
   });
 
+  // Form bodies (each endpoint that takes them adds its parser): the JSON parser checked JSON.
+  app.addHook('preValidation', async (req) => {
+    const body = req.body;
+    if (body === null || typeof body !== 'object' || isJson(req)) return;
+    const at = unstorableAt(body);
+    if (at !== undefined) throw unstorableField(at === '' ? 'body' : at);
+  });
+
   app.setErrorHandler((err: FastifyError | ApiError, req, reply) => {
     let e: ApiError;
     if (isApiError(err)) e = err;
@@ -127,12 +152,7 @@ export async function createServer(opts: ServerOptions): Promise<FastifyInstance
       req.log.error({ err }, 'unhandled error');
       e = new ApiError('Internal', 'internal error; the request id identifies it in the logs');
     }
-    for (const [k, v] of Object.entries(e.headers)) reply.header(k, v);
-    reply.header('X-Error-Code', e.code);
-    return reply
-      .code(e.status)
-      .type('application/json')
-      .send(JSON.stringify(e.body(String(req.id))));
+    return sendError(e, req, reply);
   });
 
   app.setNotFoundHandler((req: FastifyRequest) => {
@@ -141,4 +161,66 @@ export async function createServer(opts: ServerOptions): Promise<FastifyInstance
 
   for (const register of registrars) await register(app, ctx);
   return app;
+}
+
+/** Every error answer: the ApiError's status, headers and X-Error-Code, and its JSON body. */
+function sendError(e: ApiError, req: FastifyRequest, reply: FastifyReply) {
+  for (const [k, v] of Object.entries(e.headers)) reply.header(k, v);
+  reply.header('X-Error-Code', e.code);
+  return reply
+    .code(e.status)
+    .type('application/json')
+    .send(JSON.stringify(e.body(String(req.id))));
+}
+
+const unstorableField = (field: string) =>
+  new ApiError('InvalidField', `${field} may not contain U+0000 or an unpaired UTF-16 surrogate`, { field });
+
+const isJson = (req: FastifyRequest) => /^application\/json\s*(;|$)/i.test(req.headers['content-type'] ?? '');
+
+/**
+ * Fastify's JSON parser (prototype poisoning refused, as by default), then the one check that no
+ * string, key or value, holds U+0000 or an unpaired surrogate (src/core/text.ts). A body without
+ * a \u escape of one costs a single scan of its text.
+ */
+function addJsonParser(app: FastifyInstance) {
+  const parse = app.getDefaultJsonParser('error', 'error');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {
+    const text = body as string;
+    parse(req, text, (err, value) => {
+      if (err) return done(err, undefined);
+      const at = mayHoldUnstorable(text) ? unstorableAt(value) : undefined;
+      if (at !== undefined) return done(unstorableField(at === '' ? 'body' : at), undefined);
+      done(null, value);
+    });
+  });
+}
+
+/**
+ * A %00 in the URL: the path parameter, query parameter (name or value) or path segment that
+ * decodes to U+0000, named in Field. The query parser and the router cannot produce an unpaired
+ * surrogate (they decode UTF-8), so U+0000 is the only character to look for here.
+ */
+function refuseNulInUrl(req: FastifyRequest): void {
+  const params = (req.params ?? {}) as Record<string, unknown>;
+  // '*' is the not-found route's parameter: the whole path.
+  for (const [name, value] of Object.entries(params))
+    if (typeof value === 'string' && value.includes('\u0000'))
+      throw unstorableField(name === '*' ? 'path' : name);
+  const query = (req.query ?? {}) as Record<string, unknown>;
+  for (const [name, value] of Object.entries(query)) {
+    if (name.includes('\u0000')) throw unstorableField(fieldSegment(name));
+    const values = Array.isArray(value) ? value : [value];
+    if (values.some((v) => typeof v === 'string' && v.includes('\u0000'))) throw unstorableField(name);
+  }
+  if (decodeURIComponentOr(req.url.split('?')[0] ?? '').includes('\u0000')) throw unstorableField('path');
+}
+
+function decodeURIComponentOr(s: string): string {
+  try {
+    return decodeURIComponent(s);
+  } catch {
+    return s;
+  }
 }

@@ -4,6 +4,8 @@
  * StatusText) plus Kind, which names the subscription a frame belongs to.
  */
 
+import { unstorable } from '../core/text.js';
+
 /** A client message. */
 export interface EventStreamRequest {
   Kind: string;
@@ -97,6 +99,9 @@ export function parseRequest(text: string): EventStreamRequest {
     throw new StreamError(400, 'Kind must be a type name');
   if (obj.ID !== undefined && obj.ID !== null && (typeof obj.ID !== 'string' || obj.ID.length > 256))
     throw new StreamError(400, 'ID must be a string of at most 256 characters');
+  // The ID is looked up in the store: no text a backend cannot take (src/core/text.ts).
+  if (typeof obj.ID === 'string' && unstorable(obj.ID))
+    throw new StreamError(400, 'ID may not contain U+0000 or an unpaired UTF-16 surrogate');
   const req: EventStreamRequest = { Kind: obj.Kind };
   if (typeof obj.ID === 'string' && obj.ID !== '') req.ID = obj.ID;
   return req;

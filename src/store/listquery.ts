@@ -1,4 +1,5 @@
 import { ApiError } from '../api/errors.js';
+import { unstorable } from '../core/text.js';
 import { normalizeTimestamp, type ScalarField, scalarAt } from '../objects/fields.js';
 import type { ObjectType } from '../objects/type.js';
 
@@ -128,6 +129,14 @@ export function parseFilter(type: ObjectType, expr: string): Filter {
       { field: 'filter' },
     );
   }
+  // Compared in the store: text neither backend can take (src/core/text.ts) is refused here.
+  if (typeof value === 'string' && unstorable(value)) {
+    throw new ApiError(
+      'InvalidFilter',
+      `the value in a filter on ${path} may not contain U+0000 or an unpaired UTF-16 surrogate`,
+      { field: 'filter' },
+    );
+  }
   if (field.kind === 'timestamp') {
     const ts = normalizeTimestamp(value as string);
     if (ts === undefined)
@@ -157,7 +166,14 @@ export function decodeCursor(
     typeof c[1] === 'boolean' &&
     Array.isArray(c[2]) &&
     c[2].length === keyCount &&
-    c[2].every((v: unknown) => v === null || ['string', 'number', 'boolean'].includes(typeof v));
+    c[2].every(
+      (v: unknown) =>
+        v === null ||
+        typeof v === 'number' ||
+        typeof v === 'boolean' ||
+        // The key is compared in the store: no text that a backend cannot take (src/core/text.ts).
+        (typeof v === 'string' && !unstorable(v)),
+    );
   if (!ok)
     throw new ApiError('InvalidCursor', `${param} is not a cursor returned by this list`, { field: param });
   const [sig, after, key] = c as [string, boolean, unknown[]];
