@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify';
 import pino from 'pino';
-import { createServer } from '../src/api/server.js';
+import { createServer, type ServerOptions } from '../src/api/server.js';
 import { loadServiceConfig } from '../src/config/index.js';
 import { bootstrap, createApiKey } from '../src/store/bootstrap.js';
 import { type Db, openDb } from '../src/store/db.js';
@@ -64,14 +64,18 @@ export interface TestService {
 }
 
 /** The service on a fresh database, served in-process (fastify inject: no sockets). */
-export async function startTestService(backend: Backend, env: NodeJS.ProcessEnv = {}): Promise<TestService> {
+export async function startTestService(
+  backend: Backend,
+  env: NodeJS.ProcessEnv = {},
+  timeouts: Pick<ServerOptions, 'requestTimeoutMs' | 'idleTimeoutMs'> = {},
+): Promise<TestService> {
   const { db, store, cleanup } = await freshStore(backend);
   const adminId = (await bootstrap(store)) as string;
   const adminKey = await createApiKey(store, ['admin'], adminId, 'test admin');
   const logs: string[] = [];
   const logger = pino({ level: 'info' }, { write: (line: string) => void logs.push(line) });
   const config = loadServiceConfig({ env });
-  const app = await createServer({ store, db, logger, config });
+  const app = await createServer({ store, db, logger, config, ...timeouts });
   await app.ready();
   return {
     app,

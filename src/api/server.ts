@@ -30,9 +30,17 @@ declare module 'fastify' {
 export const API_VERSIONS = ['v1'] as const;
 const BODY_LIMIT = 1024 * 1024;
 
+/** The whole request, body included, must arrive within this time (Node answers 408). */
+export const REQUEST_TIMEOUT_MS = 60_000;
+/** A connection with no traffic either way for this long is closed (a stalled body, say). */
+export const IDLE_TIMEOUT_MS = 120_000;
+
 export interface ServerOptions extends ServiceContext {
   /** PEM certificate and key: serve HTTPS instead of HTTP. */
   https?: { cert: Buffer; key: Buffer };
+  /** For tests: REQUEST_TIMEOUT_MS and IDLE_TIMEOUT_MS. */
+  requestTimeoutMs?: number;
+  idleTimeoutMs?: number;
 }
 
 /** Fastify's own errors, mapped onto our codes so every error has the same shape. */
@@ -63,13 +71,17 @@ class RequestLog extends LogController {
 }
 
 export async function createServer(opts: ServerOptions): Promise<FastifyInstance> {
-  const { https, ...ctx } = opts;
+  const { https, requestTimeoutMs, idleTimeoutMs, ...ctx } = opts;
   const trusted = splitList(ctx.config.server.trustproxy);
   const app = Fastify({
     ...(https ? { https } : {}),
     loggerInstance: opts.logger as FastifyBaseLogger,
     logController: new RequestLog(),
     bodyLimit: BODY_LIMIT,
+    // Every wait has a bound: Fastify's defaults (0) let a body that never finishes hold its
+    // connection for good. Websocket streams clear the idle timer when they take the socket.
+    requestTimeout: requestTimeoutMs ?? REQUEST_TIMEOUT_MS,
+    connectionTimeout: idleTimeoutMs ?? IDLE_TIMEOUT_MS,
     genReqId: (req) => {
       const given = req.headers['x-request-id'];
       // Every log line carries the id: one shaped like a key (a client's mistake) is replaced.
