@@ -89,9 +89,16 @@ async function signedIn(ctx: ServiceContext, req: FastifyRequest): Promise<Princ
   return p;
 }
 
+/**
+ * To the sign-in pages, which come back to `back` (a path here). When they are on this service
+ * the return is that path: nothing the client sent (Host, X-Forwarded-*) is in the URL. A
+ * sign-in site elsewhere (Tenant.SigninURL) needs an absolute URL; it checks it against its
+ * allow-list.
+ */
 async function toSignin(ctx: ServiceContext, req: FastifyRequest, reply: FastifyReply, back: string) {
   const base = await signinBase(ctx);
-  return reply.redirect(`${base}?return=${encodeURIComponent(`${ownOrigin(req)}${back}`)}`, 303);
+  const ret = base.startsWith('/') ? back : `${ownOrigin(req)}${back}`;
+  return reply.redirect(`${base}?return=${encodeURIComponent(ret)}`, 303);
 }
 
 const formOf = (req: FastifyRequest): Record<string, string> => {

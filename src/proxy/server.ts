@@ -239,6 +239,9 @@ export class AccessProxy {
     auth: AuthOutcome,
   ) {
     if (!auth.ok) return this.refuse(req, res, auth);
+    // Authentication may have waited on the service. A client gone meanwhile has had its 'close'
+    // already: nothing would ever end the exchange or invalidate its access-check URL.
+    if (res.destroyed) return;
     const who = auth.who;
     const token = newToken();
     const origin = this.originOf(req);

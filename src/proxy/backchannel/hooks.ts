@@ -16,7 +16,7 @@ export interface SessionsPort {
   current(req: FastifyRequest, ctx: ServiceContext): Promise<ProxySession | undefined>;
   /** A live session by its ID, if it still exists. */
   byId(ctx: ServiceContext, sessionId: string): Promise<ProxySession | undefined>;
-  /** The sign-in page URL that comes back to `next` (an absolute URL on this service) when done. */
+  /** The sign-in page URL that comes back to `next` when done (a path here; absolute when the pages are elsewhere). */
   signinPage(ctx: ServiceContext, next: string): Promise<string>;
 }
 

@@ -4,6 +4,7 @@ import type { ServiceContext } from '../../api/context.js';
 import { ApiError } from '../../api/errors.js';
 import { authenticateApiKey, userUsable } from '../../auth/apikeys.js';
 import { hasAnyScope } from '../../auth/permissions.js';
+import { signinBase } from '../../groups/check.js';
 import { membershipCounts } from '../../groups/lifecycle.js';
 import { APIKey } from '../../objects/apikey.js';
 import { App } from '../../objects/app.js';
@@ -318,7 +319,10 @@ export function registerProxyBackchannel(app: FastifyInstance, ctx: ServiceConte
     const s = await sessions.current(req, ctx);
     reply.header('Cache-Control', 'no-store');
     if (!s || s.userId === '') {
-      const here = `${req.protocol}://${req.host}${req.url}`;
+      // Sign-in pages on this service come back to the path: no Host or X-Forwarded-* in the URL.
+      const here = (await signinBase(ctx)).startsWith('/')
+        ? req.url
+        : `${req.protocol}://${req.host}${req.url}`;
       return reply.redirect(await sessions.signinPage(ctx, here), 302);
     }
     // Refused here with a page that says why, rather than by the exchange after the redirect.
