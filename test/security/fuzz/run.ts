@@ -79,7 +79,7 @@ function saveCorpus(target: string, note: string, input: object): boolean {
   const existing = readdirSync(dir);
   if (existing.includes(name)) return true;
   if (existing.length >= CORPUS_CAP && !note.startsWith('FINDING')) return false;
-  writeFileSync(join(dir, name), `${JSON.stringify({ note, ...input }, null, 1)}\n`);
+  writeFileSync(join(dir, name), `${JSON.stringify({ note, ...input }, null, 2)}\n`);
   return true;
 }
 
