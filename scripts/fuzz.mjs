@@ -58,6 +58,9 @@ const run = spawnSync('npx', ['vitest', 'run', ...files], {
   },
 });
 
+// New corpus files in the layout Biome checks (the suite writes plain JSON.stringify output).
+spawnSync('npx', ['biome', 'format', '--write', 'test/security/fuzz/corpus'], { stdio: 'ignore' });
+
 let findings = 0;
 process.stdout.write('\nFuzz summary\n');
 for (const name of readdirSync(reportDir).sort()) {
