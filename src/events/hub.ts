@@ -562,6 +562,10 @@ export class EventHub {
       } else if (type === User.kind && p.userId === id && p.userId !== '') {
         if (o.change.data === null || !userUsable(o.parsed))
           conn.close(CloseCodes.CredentialsRevoked, 'the user was deleted, disabled or suspended');
+        // A session's admin scope comes from User.Admin when it authenticated: a demotion must
+        // end the admin subscriptions too (an API key's scopes are its own, checked above).
+        else if (p.via === 'session' && p.scopes.has('admin') && o.parsed.Admin !== true)
+          conn.close(CloseCodes.CredentialsRevoked, 'the user is no longer an administrator');
         else conn.userUntil = suspensionOf(o.parsed.SuspendAfter);
       }
     }

@@ -8,13 +8,17 @@
  * 2. Unbounded snapshot reads: with own-only access (scope user) the snapshot of User, APIKey,
  *    Membership or VouchRequest read every row of the type (every user's keys) and filtered in
  *    JavaScript, so one user key made the service hold the whole table per subscription.
- * 3. Regression: no frame carries a secret or its hash (API keys, activation codes, proxy tokens).
+ * 3. Revocation that did not reach open streams: an administrator's session stream kept its
+ *    admin subscriptions (every API key, user, app...) after the user was demoted (Admin false);
+ *    only deletion, disabling and suspension ended it.
+ * 4. Regression: no frame carries a secret or its hash (API keys, activation codes, proxy tokens).
  */
 import { createHash } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_OPTIONS } from '../../src/events/hub.js';
 import { takeSnapshot } from '../../src/events/snapshot.js';
+import { makeUser, signedIn } from '../auth/client.js';
 import { EventClient } from '../events/client.js';
 import { create, person } from '../groups/fixture.js';
 import { backends, startTestService, type TestService } from '../helpers.js';
@@ -123,6 +127,41 @@ describe.each(backends())('event stream, second afternoon, on %s', (backend) => 
     } finally {
       s.app.events.snapshot = takeSnapshot;
     }
+  });
+
+  it("a demoted administrator's session stream ends at once and receives nothing more", async () => {
+    // Administrators with one factor (password) for this test: IntegrityAdmin 2.
+    const tenant = await s.req({ url: '/tenant' });
+    const put = await s.req({
+      method: 'PUT',
+      url: '/tenant',
+      headers: { 'if-match': String(tenant.headers.etag) },
+      payload: { ...(tenant.json() as Record<string, unknown>), IntegrityAdmin: 2 },
+    });
+    expect(put.statusCode, put.body).toBe(204);
+    const email = 'demoted-admin@example.com';
+    const password = 'pw-demoted-admin-long-enough';
+    const id = await makeUser(s, { email, password, admin: true });
+    const b = await signedIn(s, email, password);
+    const cookie = [...b.cookies].map(([k, v]) => `${k}=${v}`).join('; ');
+    const c = await EventClient.open(base, undefined, { headers: { cookie, origin: base } });
+    open.push(c);
+    c.send({ Kind: 'APIKey' });
+    await c.caughtUp('APIKey');
+    const user = await s.req({ url: `/users/${id}` });
+    const demote = await s.req({
+      method: 'PUT',
+      url: `/users/${id}`,
+      headers: { 'if-match': String(user.headers.etag) },
+      payload: { ...(user.json() as Record<string, unknown>), Admin: false },
+    });
+    expect(demote.statusCode, demote.body).toBe(204);
+    await c.until((cl) => cl.closed !== undefined, 5000, 'the close after the demotion');
+    expect(c.closed?.code).toBe(4001);
+    const n = c.frames.length;
+    const stranger = await person(s, 'Stranger');
+    await new Promise((r) => setTimeout(r, 200));
+    expect(c.frames.slice(n).map((f) => f.Item.UserID)).not.toContain(stranger.id);
   });
 
   it('regression: no frame carries a secret or its hash (API keys, activation codes, proxy tokens)', async () => {
