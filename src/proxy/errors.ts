@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
+import { limitUnusedBody, UNUSED_BODY_BYTES, UNUSED_BODY_MS } from '../core/unusedbody.js';
 import { esc } from '../web/html.js';
 import type { UpstreamError } from './upstream/pool.js';
 
@@ -34,6 +35,7 @@ export function sendError(
   message: string,
   headers: Record<string, string> = {},
 ) {
+  limitUnusedBody(req, res);
   const h: Record<string, string> = { 'cache-control': 'no-store', 'x-error-code': code, ...headers };
   if (status === 302) {
     res.writeHead(302, h);
@@ -53,7 +55,35 @@ export function sendError(
   res.end(JSON.stringify({ Status: status, Code: code, Message: message }));
 }
 
-/** Writes a whole HTTP/1.1 response on a raw socket (refused upgrades) and closes it. */
+/**
+ * Ends a raw socket (an upgrade request's) after its last bytes and closes it soon. What the
+ * client still sends meanwhile is read and dropped, so that it can read the answer first (a socket
+ * closed with unread data sends a reset, which may destroy the answer in flight), but only up to
+ * UNUSED_BODY_BYTES and for UNUSED_BODY_MS: then, or when the client ends its side, the socket is
+ * destroyed. Without this a socket nobody reads would never see the client's end and stay open.
+ */
+export function endSoon(socket: Duplex, last?: string) {
+  if (socket.destroyed) return;
+  if (last === undefined) socket.end();
+  else socket.end(last);
+  let read = 0;
+  const destroyWhenWritten = () => {
+    if (socket.writableFinished) socket.destroy();
+    else socket.once('finish', () => socket.destroy());
+  };
+  const timer = setTimeout(() => socket.destroy(), UNUSED_BODY_MS);
+  timer.unref();
+  socket.once('close', () => clearTimeout(timer));
+  socket.once('end', destroyWhenWritten);
+  socket.on('data', (chunk: Buffer) => {
+    read += chunk.length;
+    if (read <= UNUSED_BODY_BYTES) return;
+    socket.pause();
+    destroyWhenWritten();
+  });
+}
+
+/** Writes a whole HTTP/1.1 response on a raw socket (refused upgrades) and closes it (endSoon). */
 export function rawResponse(socket: Duplex, status: number, headers: Record<string, string>, body: string) {
   if (socket.destroyed) return;
   const reason =
@@ -68,5 +98,5 @@ export function rawResponse(socket: Duplex, status: number, headers: Record<stri
     }[status] ?? 'Error';
   let text = `HTTP/1.1 ${status} ${reason}\r\nconnection: close\r\ncontent-length: ${Buffer.byteLength(body)}\r\n`;
   for (const [k, v] of Object.entries(headers)) text += `${k}: ${v}\r\n`;
-  socket.end(`${text}\r\n${body}`);
+  endSoon(socket, `${text}\r\n${body}`);
 }

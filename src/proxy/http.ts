@@ -187,13 +187,41 @@ export function redact(url: string | undefined) {
   return redactUrl(url ?? '').replace(/(\/access-check\/)[^/?]+/, '$1[REDACTED]');
 }
 
-export async function readBody(req: IncomingMessage, limit: number): Promise<string> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req) {
-    size += (chunk as Buffer).length;
-    if (size > limit) throw new HttpError(413, 'Payload Too Large', `the form may be at most ${limit} bytes`);
-    chunks.push(chunk as Buffer);
-  }
-  return Buffer.concat(chunks).toString('utf8');
+/**
+ * A request body of at most `limit` bytes, as UTF-8 text: 413 when it is longer, 408 when it
+ * pauses `idleMs` between two chunks. Either way reading stops there and the request is left as it
+ * is, so that the answer (sendError) reaches the client and bounds what more is read of it.
+ */
+export function readBody(req: IncomingMessage, limit: number, idleMs: number): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const timer = setTimeout(
+      () => stop(new HttpError(408, 'Request Timeout', 'the request body stopped coming')),
+      idleMs,
+    );
+    timer.unref();
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > limit)
+        return stop(new HttpError(413, 'Payload Too Large', `the form may be at most ${limit} bytes`));
+      chunks.push(chunk);
+      timer.refresh();
+    };
+    const onEnd = () => stop(undefined);
+    const onClose = () => stop(new HttpError(400, 'Bad Request', 'the request body was cut off'));
+    const stop = (e: HttpError | undefined) => {
+      clearTimeout(timer);
+      req.off('data', onData);
+      req.off('end', onEnd);
+      req.off('close', onClose);
+      if (e) {
+        req.pause();
+        reject(e);
+      } else resolve(Buffer.concat(chunks).toString('utf8'));
+    };
+    req.on('data', onData);
+    req.once('end', onEnd);
+    req.once('close', onClose);
+  });
 }

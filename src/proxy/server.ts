@@ -3,6 +3,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { type AuthMode, type ProxyConfig, routeFor } from '../config/proxy.js';
+import { limitUnusedBody } from '../core/unusedbody.js';
 import { type AuthBackend, BackendError } from './backend.js';
 import {
   COOKIE_NAME,
@@ -91,6 +92,8 @@ export class AccessProxy {
   private readonly renewals = new RenewalCache();
   private readonly pool: UpstreamPool;
   private readonly inflight = new Map<string, InFlight>();
+  /** The last response started on each client connection (pipelined responses go out in order). */
+  private readonly lastResponse = new WeakMap<object, ServerResponse>();
   private readonly upstreams = new Map<string, { target: UpstreamTarget; base: string }>();
   private readonly log: Logger;
   /** Set when the service refused our token: requests needing a user fail with this message. */
@@ -209,6 +212,7 @@ export class AccessProxy {
   // ---- request entry points -----------------------------------------------------------------
 
   readonly handler = (req: IncomingMessage, res: ServerResponse) => {
+    this.lastResponse.set(req.socket, res);
     // Synchronous when the credential is cached (the common case): no promise per request.
     try {
       const pending = this.handle(req, res);
@@ -278,7 +282,17 @@ export class AccessProxy {
 
   readonly upgrade = (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     socket.on('error', () => socket.destroy());
-    this.handleUpgrade(req, socket, head).catch((e: unknown) => {
+    // An upgrade pipelined behind requests whose responses are still going out waits for them:
+    // anything written on the raw socket before would be read as the answer to an earlier request.
+    const earlier = this.lastResponse.get(socket);
+    const turn =
+      earlier && !earlier.writableFinished && !earlier.destroyed
+        ? new Promise<void>((resolve) => earlier.once('close', () => resolve()))
+        : undefined;
+    const handled = turn
+      ? turn.then(() => (socket.destroyed ? undefined : this.handleUpgrade(req, socket, head)))
+      : this.handleUpgrade(req, socket, head);
+    handled.catch((e: unknown) => {
       const err = e instanceof HttpError ? e : upstreamError(e);
       if (!(e instanceof HttpError)) this.log.warn({ err: String(e) }, 'websocket upgrade failed');
       rawError(socket, err);
@@ -545,6 +559,7 @@ export class AccessProxy {
         return this.refuse(req, res, this.unavailable() as Extract<AuthOutcome, { ok: false }>);
       const back = new URLSearchParams(query.slice(1)).get('return') ?? '/';
       const { location, setCookie } = this.signinRedirect(req, back);
+      limitUnusedBody(req, res);
       res.writeHead(302, { location, 'set-cookie': setCookie, 'cache-control': 'no-store' });
       return void res.end();
     }
@@ -580,6 +595,7 @@ export class AccessProxy {
       throw new HttpError(out.status, out.code, out.message);
     }
     const signed = (await this.signer.sign(identity)).token;
+    limitUnusedBody(req, res);
     res.writeHead(302, {
       location: back,
       'cache-control': 'no-store',
@@ -594,10 +610,8 @@ export class AccessProxy {
   /** POST from the upstream while its request is in flight: is the user in these groups? */
   private async accessCheck(req: IncomingMessage, res: ServerResponse, token: string) {
     const entry = this.inflight.get(token);
-    if (!entry) {
-      req.resume();
+    if (!entry)
       throw new HttpError(404, 'Not Found', 'this access-check URL is not valid (its request has completed)');
-    }
     if (req.method !== 'POST')
       throw new HttpError(405, 'Method Not Allowed', 'POST a form to the access-check URL');
     const type = String(req.headers['content-type'] ?? '')
@@ -606,7 +620,7 @@ export class AccessProxy {
       .toLowerCase();
     if (type !== 'application/x-www-form-urlencoded')
       throw new HttpError(415, 'Unsupported Media Type', 'send application/x-www-form-urlencoded');
-    const form = new URLSearchParams(await readBody(req, 65_536));
+    const form = new URLSearchParams(await readBody(req, 65_536, this.opts.bodyIdleTimeoutMs ?? 30_000));
     const groups = form.getAll('group').map((g) => g.trim());
     const op = form.get('op') ?? 'and';
     if (op !== 'and' && op !== 'or') throw new HttpError(400, 'Bad Request', 'op must be "and" or "or"');
@@ -659,8 +673,8 @@ export class AccessProxy {
 
   // ---- responses ----------------------------------------------------------------------------
 
+  /** The body of a refused request is not forwarded: sendError reads at most a bounded part of it. */
   private refuse(req: IncomingMessage, res: ServerResponse, out: Extract<AuthOutcome, { ok: false }>) {
-    req.resume();
     sendError(req, res, out.status, out.code, out.message, out.headers);
   }
 
@@ -677,7 +691,6 @@ export class AccessProxy {
       res.destroy();
       return;
     }
-    req.resume();
     sendError(req, res, err.status, err.code, err.message);
   }
 

@@ -10,7 +10,7 @@ import { STATUS_CODES } from 'node:http';
 import type net from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
-import { HttpError, rawResponse } from './errors.js';
+import { endSoon, HttpError, rawResponse } from './errors.js';
 import { endToEndHeaders, RETRY_AFTER_S, upstreamFailure } from './relay.js';
 import type {
   Exchange,
@@ -26,9 +26,6 @@ import type { ResponseHead } from './upstream/response.js';
  * it must wait; a little is kept for clients that do not): held back, then sent after the 101.
  */
 export const MAX_EARLY_BYTES = 64 * 1024;
-
-/** A socket that was answered and ended is destroyed after this long if the client keeps it open. */
-const LINGER_MS = 10_000;
 
 /**
  * Whether the request is a websocket handshake, the one protocol the proxy tunnels: a GET whose
@@ -56,7 +53,7 @@ function protocolTokens(value: string | string[] | undefined): string[] {
     .filter(Boolean);
 }
 
-/** An error answer on a raw socket, in the proxy's JSON error shape, then the socket is closed. */
+/** An error answer on a raw socket, in the proxy's JSON error shape, then the socket is closed (endSoon). */
 export function rawError(socket: Duplex, err: HttpError, headers: Record<string, string> = {}) {
   rawResponse(
     socket,
@@ -64,15 +61,6 @@ export function rawError(socket: Duplex, err: HttpError, headers: Record<string,
     { 'content-type': 'application/json', 'cache-control': 'no-store', 'x-error-code': err.code, ...headers },
     JSON.stringify({ Status: err.status, Code: err.code, Message: err.message }),
   );
-  lingerBound(socket);
-}
-
-/** Destroys an ended socket whose client does not close its side within LINGER_MS. */
-function lingerBound(socket: Duplex) {
-  if (socket.destroyed) return;
-  const timer = setTimeout(() => socket.destroy(), LINGER_MS);
-  timer.unref();
-  socket.once('close', () => clearTimeout(timer));
 }
 
 /**
@@ -112,8 +100,13 @@ export class UpgradeRelay implements ResponseSink {
   }
 
   private readonly onClientData = (chunk: Buffer) => {
-    if (this.state !== 'waiting' || !this.websocket) return;
     this.earlyBytes += chunk.length;
+    if (this.state !== 'waiting' || !this.websocket) {
+      // Dropped (the connection closes after the answer), but not without end: past the bound
+      // the client is no longer read while the upstream answers.
+      if (this.earlyBytes > MAX_EARLY_BYTES) this.client.pause();
+      return;
+    }
     if (this.earlyBytes > MAX_EARLY_BYTES) {
       this.finish();
       this.exchange?.abort();
@@ -160,8 +153,7 @@ export class UpgradeRelay implements ResponseSink {
   onEnd() {
     if (this.state !== 'relaying') return;
     this.state = 'done';
-    this.client.end();
-    lingerBound(this.client);
+    endSoon(this.client);
   }
 
   onError(err: UpstreamError, responded: boolean) {
