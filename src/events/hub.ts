@@ -4,6 +4,7 @@ import { sql } from 'kysely';
 import type { WebSocket } from 'ws';
 import type { ServiceContext } from '../api/context.js';
 import { userUsable } from '../auth/apikeys.js';
+import { classify, requiredLevel } from '../auth/integrity.js';
 import { access } from '../auth/permissions.js';
 import type { Principal } from '../auth/principal.js';
 import { sessionById, sessionEvents } from '../auth/session/sessions.js';
@@ -11,6 +12,7 @@ import { APIKey } from '../objects/apikey.js';
 import type { Doc } from '../objects/fields.js';
 import { timestampMs } from '../objects/fields.js';
 import { typeByKind } from '../objects/registry.js';
+import { Tenant } from '../objects/tenant.js';
 import type { ObjectType } from '../objects/type.js';
 import { User } from '../objects/user.js';
 import type { Change } from '../store/objects.js';
@@ -544,6 +546,7 @@ export class EventHub {
     for (const change of changes) {
       const o = new Outgoing(change);
       if (change.type === APIKey.kind || change.type === User.kind) this.watchCredentials(o);
+      else if (change.type === Tenant.kind) this.watchTenantLevels(o);
       const subs = this.byKind.get(change.type);
       if (!subs) continue;
       for (const sub of subs) sub.offer(o);
@@ -568,6 +571,22 @@ export class EventHub {
           conn.close(CloseCodes.CredentialsRevoked, 'the user is no longer an administrator');
         else conn.userUntil = suspensionOf(o.parsed.SuspendAfter);
       }
+    }
+  }
+
+  /**
+   * The tenant's integrity levels changed: session streams opened at a level the tenant no
+   * longer accepts for them end (4001); the client reconnects and is asked for another factor.
+   * API keys have no integrity level.
+   */
+  private watchTenantLevels(o: Outgoing) {
+    if (o.change.data === null) return;
+    for (const conn of [...this.connections]) {
+      const p = conn.principal;
+      if (p.via !== 'session' || !conn.request) continue;
+      const need = requiredLevel(o.parsed, classify(conn.request, p.scopes.has('admin')));
+      if ((p.integrityLevel ?? 0) < need)
+        conn.close(CloseCodes.CredentialsRevoked, `the tenant now requires integrity level ${need}`);
     }
   }
 

@@ -11,6 +11,8 @@
  * 3. Revocation that did not reach open streams: an administrator's session stream kept its
  *    admin subscriptions (every API key, user, app...) after the user was demoted (Admin false);
  *    only deletion, disabling and suspension ended it.
+ *    Likewise a raised tenant level (IntegrityRead, IntegrityAdmin) left the session streams
+ *    below it open.
  * 4. Regression: no frame carries a secret or its hash (API keys, activation codes, proxy tokens).
  */
 import { createHash } from 'node:crypto';
@@ -162,6 +164,43 @@ describe.each(backends())('event stream, second afternoon, on %s', (backend) => 
     const stranger = await person(s, 'Stranger');
     await new Promise((r) => setTimeout(r, 200));
     expect(c.frames.slice(n).map((f) => f.Item.UserID)).not.toContain(stranger.id);
+  });
+
+  it('a raised tenant integrity level ends the session streams below it, and only those', async () => {
+    const email = 'level-two@example.com';
+    const password = 'pw-level-two-long-enough';
+    await makeUser(s, { email, password });
+    const b = await signedIn(s, email, password); // password: level 2
+    const cookie = [...b.cookies].map(([k, v]) => `${k}=${v}`).join('; ');
+    const c = await EventClient.open(base, undefined, { headers: { cookie, origin: base } });
+    open.push(c);
+    c.send({ Kind: 'Group' });
+    await c.caughtUp('Group');
+    const keyed = await connect((await person(s, 'KeyHolder')).key);
+    const setRead = async (level: number) => {
+      const tenant = await s.req({ url: '/tenant' });
+      const put = await s.req({
+        method: 'PUT',
+        url: '/tenant',
+        headers: { 'if-match': String(tenant.headers.etag) },
+        payload: { ...(tenant.json() as Record<string, unknown>), IntegrityRead: level },
+      });
+      expect([204, 304], put.body).toContain(put.statusCode); // 304: already that level
+    };
+    // A change that leaves the stream's level enough closes nothing.
+    await setRead(2);
+    await new Promise((r) => setTimeout(r, 200));
+    expect(c.closed).toBeUndefined();
+    try {
+      await setRead(3);
+      await c.until((cl) => cl.closed !== undefined, 5000, 'the close after IntegrityRead 3');
+      expect(c.closed?.code).toBe(4001);
+      // API keys have no integrity level: their streams stay.
+      await new Promise((r) => setTimeout(r, 100));
+      expect(keyed.closed).toBeUndefined();
+    } finally {
+      await setRead(2);
+    }
   });
 
   it('regression: no frame carries a secret or its hash (API keys, activation codes, proxy tokens)', async () => {
