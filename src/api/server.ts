@@ -13,6 +13,7 @@ import type { Principal } from '../auth/principal.js';
 import { splitList } from '../config/server.js';
 import { holdsSecret, redactUrl } from '../core/redact.js';
 import { fieldSegment, mayHoldUnstorable, unstorableAt } from '../core/text.js';
+import { limitUnusedBody } from '../core/unusedbody.js';
 import type { ServiceContext } from './context.js';
 import { ApiError, type ErrorKind, isApiError } from './errors.js';
 import { registrars } from './routes.js';
@@ -111,6 +112,13 @@ export async function createServer(opts: ServerOptions): Promise<FastifyInstance
   // Only JSON bodies for the API; form bodies are added by the sign-in endpoints that take them.
   app.removeContentTypeParser('text/plain');
   addJsonParser(app);
+  // A body the service answers without reading (credentials refused in onRequest, a GET's):
+  // Node would drain it without limit after the answer to keep the connection. Read within a
+  // bound instead, or close the connection after the answer (src/core/unusedbody.ts).
+  app.addHook('onSend', (req, reply, payload, done) => {
+    if (!req.raw.complete) limitUnusedBody(req.raw, reply.raw);
+    done(null, payload);
+  });
 
   app.addHook('onRequest', async (req, reply) => {
     reply.header('X-Request-Id', req.id);

@@ -24,6 +24,11 @@ export function limitUnusedBody(req: IncomingMessage, res: ServerResponse) {
   if (req.complete) return;
   const length = req.headers['content-length'];
   if (length === undefined ? req.headers['transfer-encoding'] === undefined : Number(length) === 0) return;
+  // Node ends and destroys the socket of a `Connection: close` answer as soon as it is written
+  // (destroySoon); with the client's body still arriving that is a reset, which can destroy the
+  // answer before the client has read it. However this connection is closed, it lingers instead.
+  const socket = req.socket;
+  socket.destroySoon = () => linger(socket);
   if (length !== undefined && Number(length) > UNUSED_BODY_BYTES) {
     if (!res.headersSent) res.shouldKeepAlive = false;
     // Marks the body as being read (it is not: the socket stops once a buffer's worth waits), so
@@ -55,14 +60,10 @@ export function limitUnusedBody(req: IncomingMessage, res: ServerResponse) {
 
 /**
  * Closes the connection once the answer has been written, while the client may still be sending
- * the body nobody reads. Node would end and destroy the socket of a `Connection: close` answer at
- * once (socket.destroySoon), and destroying a socket with unread data sends a reset that can
- * destroy the answer before the client has read it. So the socket lingers instead: ended after
- * the answer, not read any further, destroyed UNUSED_BODY_MS later.
+ * the body nobody reads (linger).
  */
 function closeAfterAnswer(req: IncomingMessage, res: ServerResponse) {
   const socket = req.socket;
-  socket.destroySoon = () => linger(socket);
   if (res.writableFinished) linger(socket);
   else res.once('finish', () => linger(socket));
   // An answer that is never written (the client does not read): the connection goes anyway.
@@ -73,6 +74,7 @@ function closeAfterAnswer(req: IncomingMessage, res: ServerResponse) {
 
 const lingering = new WeakSet<Duplex>();
 
+/** Ends the socket after what was written and destroys it UNUSED_BODY_MS later, unless the client closed first. */
 function linger(socket: Duplex) {
   if (socket.destroyed || lingering.has(socket)) return;
   lingering.add(socket);
