@@ -61,8 +61,8 @@ export function upstreamFailure(err: UpstreamError): HttpError {
 
 /**
  * The response headers passed to the client: hop-by-hop ones (and those Connection names) are
- * dropped, Content-Length stays (it is the framing towards the client too), `extraCookies` are
- * added.
+ * dropped, Content-Length stays once (it is the framing towards the client too), `extraCookies`
+ * are added.
  */
 export function endToEndHeaders(
   { headers, connection }: ResponseHead,
@@ -70,14 +70,22 @@ export function endToEndHeaders(
 ): string[] {
   const connTokens = connectionTokens(connection);
   const out: string[] = [];
+  let length = false;
   for (let i = 0; i < headers.length; i += 2) {
     const name = headers[i] as string;
+    let value = headers[i + 1] as string;
     // Only names as long as a hop-by-hop one can be one (or any, if Connection lists more).
     if (connTokens !== undefined || HOP_LENGTHS.has(name.length)) {
       const lower = name.toLowerCase();
-      if ((HOP.has(lower) && lower !== 'content-length') || connTokens?.has(lower)) continue;
+      if (lower === 'content-length') {
+        // The parser accepted repeats only of one value ("5, 5", or the header twice): the client
+        // gets it once, as Node's own client (llhttp) refuses a response that repeats it.
+        if (length) continue;
+        length = true;
+        const comma = value.indexOf(',');
+        if (comma >= 0) value = value.slice(0, comma).trim();
+      } else if (HOP.has(lower) || connTokens?.has(lower)) continue;
     }
-    const value = headers[i + 1] as string;
     // The application may not set Gatehouse's cookies (session fixation through the app).
     if (name.length === 10 && setsGatehouseCookie(value) && name.toLowerCase() === 'set-cookie') continue;
     out.push(name, value);
