@@ -11,7 +11,10 @@ export const ActivationCode: ObjectType = {
   ops: ALL_OPS,
   fields: {
     Description: f.string({ maxLength: 1024 }),
-    UserID: f.string({ maxLength: 64, doc: 'Only this user may use the code, while not active or without factors (empty: only new users, not active and without factors; docs/signin.md)' }),
+    UserID: f.string({
+      maxLength: 64,
+      doc: 'Only this user may use the code, while not active or without factors (empty: only new users, not active and without factors; docs/signin.md)',
+    }),
     MaxUses: f.integer({
       min: 0,
       max: 1_000_000,
