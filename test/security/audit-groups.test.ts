@@ -10,6 +10,9 @@
  *    group's ApproverGroup ignored that group's IntegrityLevel, so a password-only session or a
  *    plain user key decided requests although the membership it rests on does not count for it
  *    in any access check.
+ * 3. Unbounded work (finding 8's class, every wait and size has a bound): GET /signin/approvals,
+ *    which any user may load, read the approver group and a membership for every group of the
+ *    tenant (two reads per group, per page load). It now reads the caller's memberships once.
  */
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -172,6 +175,27 @@ describe.each(backends())('group pages and lifecycle, second afternoon, on %s', 
     it('members it may not approve: it may not list them either', async () => {
       const res = await s.req({ url: `/groups/${guarded}/members`, key: boss.key });
       expect(res.statusCode).toBe(403);
+    });
+
+    it("the approvals page costs reads by the caller's memberships, not by every group of the tenant", async () => {
+      const keeper = await create(s, 'groups', { Name: 'keepers' });
+      for (let i = 0; i < 60; i++)
+        await create(s, 'groups', { Name: `many-${i}`, RequiresApproval: true, ApproverGroup: keeper });
+      const visitor = await person(s, 'Visitor');
+      const get = s.store.get.bind(s.store);
+      let reads = 0;
+      s.store.get = (async (...args: Parameters<typeof get>) => {
+        reads++;
+        return get(...args);
+      }) as typeof s.store.get;
+      try {
+        const res = await s.req({ url: '/signin/approvals', key: visitor.key });
+        expect(res.statusCode).toBe(200);
+        expect(res.body).toContain('id="empty"');
+      } finally {
+        s.store.get = get;
+      }
+      expect(reads).toBeLessThan(20);
     });
 
     it('an ApproverGroup without a level, and the Approvers list, still make approvers', async () => {
