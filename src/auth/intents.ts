@@ -11,7 +11,10 @@ import { intentKeys } from './session/keys.js';
 export interface Intent {
   /** Public ID of the session that was refused ('' when the request had no session). */
   sid: string;
-  /** Device ID of the browser that was refused ('' when unknown). */
+  /**
+   * Tag of the browser's device ID (`intentDevice` in session/authenticator.ts; '' when unknown):
+   * intents travel in URLs and logs, and the device ID itself is what sign-in regulation trusts.
+   */
   did: string;
   /** The session's user at the time ('' when not identified). */
   uid: string;
