@@ -3,6 +3,7 @@
  * shared by the access proxy and the service, which both answer before reading any body.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 
 /** The most of an unused request body a server reads to keep the connection (a small form, an upload's first packets). */
@@ -21,7 +22,9 @@ export const UNUSED_BODY_MS = 1000;
  * says `Connection: close` and the connection is closed after it.
  */
 export function limitUnusedBody(req: IncomingMessage, res: ServerResponse) {
-  if (req.complete) return;
+  // Only a connection can be kept or closed: an injected request (Fastify's inject, used by the
+  // tests and by nothing that listens) has a stand-in socket without end() or destroySoon().
+  if (req.complete || !(req.socket instanceof Socket)) return;
   const length = req.headers['content-length'];
   if (length === undefined ? req.headers['transfer-encoding'] === undefined : Number(length) === 0) return;
   // Node ends and destroys the socket of a `Connection: close` answer as soon as it is written

@@ -158,8 +158,10 @@ describe.each(backends())('per-factor regulation on %s', (backend) => {
       }),
     );
     const allowed = budget(Date.now() - started);
+    // 403: the guess was checked. Every other guess was refused unchecked: 429, or (rarely, under
+    // load) 503 when the counters could not be updated in time, which also refuses (fails closed).
     expect(results.filter((c) => c === 403).length).toBeLessThanOrEqual(allowed);
-    expect(results.filter((c) => c === 429).length).toBeGreaterThanOrEqual(12 - allowed);
+    expect(results.filter((c) => c !== 403 && c !== 429 && c !== 503)).toEqual([]);
   });
 
   it('per address: guesses against many users and factors from one address hit 429', async () => {
