@@ -113,6 +113,9 @@ export async function startProxy(config: ProxyConfig, opts: StartProxyOptions): 
   // pool's body idle timeout); the head must come within headersTimeout.
   server.requestTimeout = 0;
   server.on('upgrade', proxy.upgrade);
+  // Expect: 100-continue: Node would answer 100 before the proxy has authenticated anyone, inviting
+  // the body of a request about to be refused; the proxy says Continue itself when it uses the body.
+  server.on('checkContinue', proxy.handler);
   server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
     if (!socket.writable) return void socket.destroy();
     // A request head not complete within headersTimeout (slow loris) is a timeout, not malformed.

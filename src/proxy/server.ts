@@ -263,6 +263,7 @@ export class AccessProxy {
           ]
         : undefined;
     const relay = new Relay(res, extraCookies, (e) => this.fail(req, res, e));
+    if (hasBody) continueIfExpected(req, res);
     relay.exchange = this.pool.request(
       {
         target: up.target,
@@ -620,6 +621,7 @@ export class AccessProxy {
       .toLowerCase();
     if (type !== 'application/x-www-form-urlencoded')
       throw new HttpError(415, 'Unsupported Media Type', 'send application/x-www-form-urlencoded');
+    continueIfExpected(req, res);
     const form = new URLSearchParams(await readBody(req, 65_536, this.opts.bodyIdleTimeoutMs ?? 30_000));
     const groups = form.getAll('group').map((g) => g.trim());
     const op = form.get('op') ?? 'and';
@@ -713,6 +715,16 @@ export class AccessProxy {
 }
 
 // ---- helpers ------------------------------------------------------------------------------------
+
+/**
+ * Sends `100 Continue` to a client that asked for it (`Expect: 100-continue`, which reaches the
+ * handler through 'checkContinue' with no 100 sent): only once the proxy is going to read the body.
+ */
+function continueIfExpected(req: IncomingMessage, res: ServerResponse) {
+  const expect = req.headers.expect;
+  if (expect !== undefined && expect.toLowerCase() === '100-continue' && !res.headersSent)
+    res.writeContinue();
+}
 
 /** Access-check tokens: 192 random bits each, cut from a pooled CSPRNG buffer (one syscall per 256). */
 let pool = Buffer.alloc(0);
