@@ -83,8 +83,8 @@ export type FieldRule = 'admin' | 'scopes held' | 'own user';
 export const FIELD_RULES: Record<string, Record<string, FieldRule>> = {
   User: { Admin: 'admin' },
   APIKey: { Scopes: 'scopes held', UserID: 'own user' },
-  // A code bound to a user activates that user's account.
-  ActivationCode: { UserID: 'admin' },
+  // A code bound to a user (or to a group's members) enrols that user's account.
+  ActivationCode: { UserID: 'admin', GroupID: 'admin' },
   // Who may use an app through the proxy, and how the proxy authenticates them.
   App: { AccessGroups: 'admin', ProxyAuth: 'admin' },
   VirtualHost: { AppID: 'admin', Upstream: 'admin', Auth: 'admin' },

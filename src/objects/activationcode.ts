@@ -15,6 +15,11 @@ export const ActivationCode: ObjectType = {
       maxLength: 64,
       doc: 'Only this user may use the code, while not active or without factors (empty: only new users, not active and without factors; docs/signin.md)',
     }),
+    GroupID: f.string({
+      maxLength: 64,
+      ref: 'Group',
+      doc: 'With no UserID: only members of this group (approved or active, not a pending request) may use the code; empty: any new user',
+    }),
     MaxUses: f.integer({
       min: 0,
       max: 1_000_000,

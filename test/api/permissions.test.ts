@@ -25,6 +25,7 @@ describe.each(backends())('the permission matrix of docs/api.md holds on %s', (b
   const who: Record<string, { userId: string; key: string }> = {};
   let n = 0;
 
+  let groupId = '';
   beforeAll(async () => {
     s = await startTestService(backend);
     for (const scope of SCOPES) {
@@ -41,6 +42,9 @@ describe.each(backends())('the permission matrix of docs/api.md holds on %s', (b
       who[scope] = { userId, key: await s.keyFor([scope], userId) };
     }
     for (const t of SYSTEM_TYPES) await s.store.systemPut(t, `sys-${t.path}`, () => ({ doc: {} }));
+    // A group for the privilege-bearing fields that name one (their references are checked).
+    const g = await s.req({ method: 'POST', url: '/groups', payload: { Name: 'privileged-group' } });
+    groupId = g.headers['x-id'] as string;
   });
   afterAll(async () => s?.close());
 
@@ -156,6 +160,7 @@ describe.each(backends())('the permission matrix of docs/api.md holds on %s', (b
       'APIKey.Scopes': ['admin'],
       'APIKey.UserID': other,
       'ActivationCode.UserID': other,
+      'ActivationCode.GroupID': groupId,
       'App.AccessGroups': ['g-ops'],
       'App.ProxyAuth': 'none',
       'VirtualHost.AppID': 'app-other',

@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Browser } from '../auth/client.js';
+import { op } from '../groups/fixture.js';
 import { backends, startTestService, type TestService } from '../helpers.js';
 import {
   account,
@@ -109,6 +110,46 @@ describe.each(backends())('activation codes on %s', (backend) => {
     const c = new Browser(s, { ip: freshIp() });
     await c.post('/auth/email', { email: owner.email });
     expect((await c.post('/auth/activation_code', { code: bound })).statusCode).toBe(204);
+  });
+
+  it('a group-bound code serves only new users who are members of that group, not those who only asked', async () => {
+    const g = await s.req({
+      method: 'POST',
+      url: '/groups',
+      payload: { Name: code('team'), RequiresApproval: true },
+    });
+    const groupId = g.headers['x-id'] as string;
+    const member = await account(s, { password: false, active: false, tag: 'member' });
+    const outsider = await account(s, { password: false, active: false, tag: 'outsider' });
+    const asker = await account(s, { password: false, active: false, tag: 'asker' });
+    expect((await op(s, 'add', groupId, member.id)).statusCode).toBeLessThan(300);
+    // A pending join request (the group needs an approver) does not make the user one of the invited.
+    await op(s, 'add', groupId, asker.id, { key: await s.keyFor(['user'], asker.id) });
+    const asked = await s.req({ url: `/memberships/${groupId}.${asker.id}` });
+    expect(JSON.parse(asked.body).State).toBe('requested');
+    const team = code('team');
+    await activationCode(s, { Code: team, GroupID: groupId, MaxUses: 0 });
+    for (const [who, want] of [
+      [outsider, 403],
+      [asker, 403],
+      [member, 204],
+    ] as const) {
+      const b = new Browser(s, { ip: freshIp() });
+      await b.post('/auth/email', { email: who.email });
+      expect([who.email, (await b.post('/auth/activation_code', { code: team })).statusCode]).toEqual([
+        who.email,
+        want,
+      ]);
+    }
+    // Only an administrator binds a code to a group.
+    const sync = await s.keyFor(['sync']);
+    const bySync = await s.req({
+      method: 'POST',
+      url: '/activationcodes',
+      key: sync,
+      payload: { Code: code('sync'), GroupID: groupId },
+    });
+    expect(bySync.statusCode).toBe(403);
   });
 
   it('a general code is refused for a user who already has a factor, even before activation', async () => {

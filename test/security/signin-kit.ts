@@ -117,7 +117,7 @@ export const secretOf = (s: TestService, id: string) => s.store.getSecret(User, 
 /** Creates an ActivationCode with the admin key; returns its ID. */
 export async function activationCode(
   s: TestService,
-  body: { Code: string; UserID?: string; MaxUses?: number; ExpireTime?: string },
+  body: { Code: string; UserID?: string; GroupID?: string; MaxUses?: number; ExpireTime?: string },
 ): Promise<string> {
   const r = await s.req({ method: 'POST', url: '/activationcodes', payload: body });
   expect(r.statusCode, r.body).toBe(201);

@@ -2,6 +2,7 @@ import { verify } from '@node-rs/argon2';
 import { sql } from 'kysely';
 import type { ServiceContext } from '../../../api/context.js';
 import { ApiError } from '../../../api/errors.js';
+import { Membership, membershipId } from '../../../groups/membership.js';
 import { ActivationCode } from '../../../objects/activationcode.js';
 import { type Doc, timestampMs } from '../../../objects/fields.js';
 import { User } from '../../../objects/user.js';
@@ -28,18 +29,25 @@ const MAX_CANDIDATES = 64;
  * person's factor: a code with a UserID serves that user only (an administrator's invitation to
  * enrol, or re-enrol, that user), and only while they are being enrolled (not yet active, or no
  * factor of their own); a code without one (a general invitation) serves only a brand-new user:
- * not active and without any factor.
+ * not active and without any factor, and when it names a GroupID, only a member of that group
+ * (approved or active: a pending join request does not count).
  */
 interface Redeemer {
   userId: string;
   active: boolean;
   hasFactors: boolean;
+  /** Groups (among those codes name) the user is a member of. */
+  groups: ReadonlySet<string>;
 }
+
+const MEMBER_STATES = new Set(['approved', 'active']);
 
 const usable = (doc: Doc, who: Redeemer, now: number) => {
   const owner = String(doc.UserID ?? '');
   if (owner !== '' && owner !== who.userId) return false;
   if (owner === '' ? who.active || who.hasFactors : who.active && who.hasFactors) return false;
+  const group = String(doc.GroupID ?? '');
+  if (owner === '' && group !== '' && !who.groups.has(group)) return false;
   const exp = timestampMs(String(doc.ExpireTime));
   if (Number.isFinite(exp) && now >= exp) return false;
   const max = Number(doc.MaxUses ?? 1);
@@ -47,18 +55,26 @@ const usable = (doc: Doc, who: Redeemer, now: number) => {
 };
 
 /** Finds the code's object and spends one use of it; false when no usable code matches. */
-async function redeem(ctx: ServiceContext, who: Redeemer, code: string): Promise<boolean> {
-  const userId = who.userId;
+async function redeem(ctx: ServiceContext, user: Omit<Redeemer, 'groups'>, code: string): Promise<boolean> {
+  const userId = user.userId;
   const rows = await sql<{ id: string; data: string; secret: string | null }>`
     SELECT id, data, secret FROM objects WHERE type = ${ActivationCode.kind} AND secret IS NOT NULL
     ORDER BY modify_time DESC LIMIT 1000`.execute(ctx.db.kysely);
   const now = Date.now();
-  const candidates = rows.rows
-    .map((r) => ({
-      id: r.id,
-      doc: JSON.parse(r.data) as Doc,
-      hash: (JSON.parse(r.secret ?? '{}') as Doc).CodeHash,
-    }))
+  const codes = rows.rows.map((r) => ({
+    id: r.id,
+    doc: JSON.parse(r.data) as Doc,
+    hash: (JSON.parse(r.secret ?? '{}') as Doc).CodeHash,
+  }));
+  const who: Redeemer = {
+    ...user,
+    groups: await memberOf(
+      ctx,
+      userId,
+      codes.map((c) => c.doc),
+    ),
+  };
+  const candidates = codes
     .filter((c) => typeof c.hash === 'string' && usable(c.doc, who, now))
     // Codes reserved for this user first.
     .sort((a, b) => Number(b.doc.UserID === userId) - Number(a.doc.UserID === userId))
@@ -75,7 +91,18 @@ async function redeem(ctx: ServiceContext, who: Redeemer, code: string): Promise
   return spent;
 }
 
-async function redeemer(who: Identified): Promise<Redeemer> {
+/** The groups, among those the codes name, that the user is a member of (approved or active). */
+async function memberOf(ctx: ServiceContext, userId: string, codes: Doc[]): Promise<Set<string>> {
+  const named = new Set(codes.map((d) => String(d.GroupID ?? '')).filter((g) => g !== ''));
+  const out = new Set<string>();
+  for (const group of named) {
+    const m = await ctx.store.get(Membership, membershipId(group, userId));
+    if (m && MEMBER_STATES.has(String(m.doc.State))) out.add(group);
+  }
+  return out;
+}
+
+async function redeemer(who: Identified): Promise<Omit<Redeemer, 'groups'>> {
   return {
     userId: who.user.id,
     active: who.user.doc.Active === true,
