@@ -67,13 +67,32 @@ async function main() {
     const userId = created.headers.get('x-id');
     let etag = created.headers.get('etag');
 
+    // The service allows a bounded number of streams per user (src/events/hub.ts,
+    // maxStreamsPerUser): the subscribers are many users' audit keys, a few streams each, as many
+    // dashboards would be.
+    const PER_KEY = 25;
+    const keys = [];
+    for (let i = 0; i < Math.ceil(SUBSCRIBERS / PER_KEY); i++) {
+      const u = await fetch(`${server.url}/users`, { method: 'POST', headers: auth, body: '{}' });
+      if (u.status !== 201) throw new Error(`POST /users answered ${u.status}`);
+      const r = await fetch(`${server.url}/apikeys`, {
+        method: 'POST',
+        headers: auth,
+        body: JSON.stringify({ Scopes: ['audit'], UserID: u.headers.get('x-id'), Name: `bench-events-${i}` }),
+      });
+      if (r.status !== 201) throw new Error(`POST /apikeys answered ${r.status}`);
+      keys.push((await r.json()).Secret);
+    }
+
     // Subscribers. Each records when it saw each version of the user (by FullName).
     const wsUrl = `${server.url.replace(/^http/, 'ws')}/events`;
     const seen = []; // seen[put] = { count, last }
     let caughtUp = 0;
+    let opened = 0;
     const connectOne = () =>
       new Promise((resolve, reject) => {
-        const ws = new WebSocket(wsUrl, { headers: { authorization: `Bearer ${server.key}` } });
+        const key = keys[Math.floor(opened++ / PER_KEY)];
+        const ws = new WebSocket(wsUrl, { headers: { authorization: `Bearer ${key}` } });
         let marker = false;
         ws.on('open', () => ws.send('{"Kind":"User"}'));
         ws.on('message', (data) => {
