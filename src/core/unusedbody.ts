@@ -12,6 +12,17 @@ export const UNUSED_BODY_BYTES = 64 * 1024;
 export const UNUSED_BODY_MS = 1000;
 
 /**
+ * Does the request declare a body (a non-zero Content-Length, or Transfer-Encoding)? Node's parser
+ * has refused a request that declares both.
+ */
+export function declaresBody(req: IncomingMessage): boolean {
+  const length = req.headers['content-length'];
+  return length !== undefined
+    ? length !== '0' && Number(length) !== 0
+    : req.headers['transfer-encoding'] !== undefined;
+}
+
+/**
  * To call before a server writes an answer (a refusal, an error, a redirect) to a request whose
  * body it will not use. The body is the client's to send, and the connection can carry another
  * request only after it; but reading it without limit lets one anonymous client make the server
@@ -25,8 +36,8 @@ export function limitUnusedBody(req: IncomingMessage, res: ServerResponse) {
   // Only a connection can be kept or closed: an injected request (Fastify's inject, used by the
   // tests and by nothing that listens) has a stand-in socket without end() or destroySoon().
   if (req.complete || !(req.socket instanceof Socket)) return;
+  if (!declaresBody(req)) return;
   const length = req.headers['content-length'];
-  if (length === undefined ? req.headers['transfer-encoding'] === undefined : Number(length) === 0) return;
   // Node ends and destroys the socket of a `Connection: close` answer as soon as it is written
   // (destroySoon); with the client's body still arriving that is a reset, which can destroy the
   // answer before the client has read it. However this connection is closed, it lingers instead.

@@ -3,7 +3,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { type AuthMode, type ProxyConfig, routeFor } from '../config/proxy.js';
-import { limitUnusedBody } from '../core/unusedbody.js';
+import { declaresBody, limitUnusedBody } from '../core/unusedbody.js';
 import { type AuthBackend, BackendError } from './backend.js';
 import {
   COOKIE_NAME,
@@ -32,7 +32,7 @@ import {
 } from './http.js';
 import { BACKCHANNEL, PROXY_PATHS, PROXY_TOKEN_PATTERN, type WireIdentity } from './protocol.js';
 import { Relay } from './relay.js';
-import { declaresBody, isWebsocketUpgrade, rawError, UpgradeRelay } from './upgrade.js';
+import { isWebsocketUpgrade, rawError, UpgradeRelay } from './upgrade.js';
 import { UpstreamPool, type UpstreamTarget, upstreamTarget } from './upstream/pool.js';
 
 export interface Identified {
@@ -253,7 +253,7 @@ export class AccessProxy {
     const up = this.upstream(upstream);
     const head = `${req.method} ${up.base}${path}${query} HTTP/1.1\r\n${this.upstreamHeaders(req, auth, token, origin, up.target)}`;
     const length = req.headers['content-length'];
-    const hasBody = length !== undefined ? length !== '0' : req.headers['transfer-encoding'] !== undefined;
+    const hasBody = declaresBody(req);
     // Cookies to set on the response: none on the common request.
     const extraCookies =
       who?.setCookie || auth.clearCookie

@@ -37,12 +37,6 @@ export function isWebsocketUpgrade(req: IncomingMessage): boolean {
   return protocolTokens(req.headers.upgrade).includes('websocket');
 }
 
-/** Whether a request declares a body (Node hands an upgrade request's body over unframed). */
-export function declaresBody(req: IncomingMessage): boolean {
-  const length = req.headers['content-length'];
-  return (length !== undefined && Number(length) !== 0) || req.headers['transfer-encoding'] !== undefined;
-}
-
 /** An Upgrade value's protocols, lower case: `WebSocket, h2c` is ['websocket', 'h2c']. */
 function protocolTokens(value: string | string[] | undefined): string[] {
   if (value === undefined) return [];
