@@ -53,7 +53,7 @@ const round = (x) => Math.round(x * 100) / 100;
 
 async function main() {
   await ensureBuilt(args.root, log);
-  if (!existsSync(join(args.root, 'dist/events/routes.js'))) {
+  if (!existsSync(join(args.root, 'dist/api/events.js'))) {
     throw new Error('dist/ has no event stream: run `npm run build` first');
   }
   const dir = mkdtempSync(join(tmpdir(), 'gatehouse-bench-events-'));

@@ -71,7 +71,7 @@ async function form(url, fields, cookie, client) {
 
 async function main() {
   if (!opt['no-build']) await build();
-  const { ARGON2_OPTIONS } = await import(join(ROOT, 'dist/auth/hashing.js'));
+  const { ARGON2_OPTIONS } = await import(join(ROOT, 'dist/core/hashing.js'));
   const argon2 = await import('@node-rs/argon2');
 
   // The cost of one hash and one verification, alone on an otherwise idle event loop.

@@ -5,7 +5,7 @@ import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fas
 import pino from 'pino';
 import { createServer, type ServerOptions } from '../src/api/server.js';
 import { loadServiceConfig } from '../src/config/index.js';
-import { bootstrap, createApiKey } from '../src/store/bootstrap.js';
+import { bootstrap, createApiKey } from '../src/service/bootstrap.js';
 import { type Db, openDb } from '../src/store/db.js';
 import { migrate } from '../src/store/migrations.js';
 import { ObjectStore } from '../src/store/objects.js';

@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import type { ServiceContext } from './context.js';
+import type { ServiceContext } from '../store/context.js';
 
 export function registerHealthRoutes(app: FastifyInstance, ctx: ServiceContext) {
   // Answers 200 only when the database answers, so a load balancer drops a broken instance.

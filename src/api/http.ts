@@ -1,5 +1,5 @@
 import type { FastifyReply } from 'fastify';
-import type { ObjectType } from '../objects/type.js';
+import type { ObjectType } from '../schema/type.js';
 import type { StoredObject } from '../store/objects.js';
 
 /** The URI of an object: /<type>/<id>, or /tenant for the singleton. */

@@ -10,16 +10,16 @@ import {
   type PrivilegeLookup,
 } from '../auth/permissions.js';
 import type { Principal } from '../auth/principal.js';
+import { ApiError } from '../core/errors.js';
 import { APIKey } from '../objects/apikey.js';
-import { type Doc, defaultOf, normalize } from '../objects/fields.js';
 import { objectTypes } from '../objects/registry.js';
 import { TENANT_ID } from '../objects/tenant.js';
-import type { ObjectType, Op } from '../objects/type.js';
+import { type Doc, defaultOf, normalize } from '../schema/fields.js';
+import type { ObjectType, Op } from '../schema/type.js';
+import type { ServiceContext } from '../store/context.js';
 import { parseListQuery, type RawListQuery } from '../store/listquery.js';
 import type { StoredObject } from '../store/objects.js';
 import { etagMatches } from '../store/objects.js';
-import type { ServiceContext } from './context.js';
-import { ApiError } from './errors.js';
 import { setObjectHeaders, singleHeader } from './http.js';
 
 type IdParams = { id: string };

@@ -1,9 +1,9 @@
 import type { FastifyInstance } from 'fastify';
-import type { Field, FieldMap } from '../objects/fields.js';
+import { ErrorCodes } from '../core/errors.js';
 import { objectTypes } from '../objects/registry.js';
-import type { ObjectType } from '../objects/type.js';
-import type { ServiceContext } from './context.js';
-import { ErrorCodes } from './errors.js';
+import type { Field, FieldMap } from '../schema/fields.js';
+import type { ObjectType } from '../schema/type.js';
+import type { ServiceContext } from '../store/context.js';
 
 type Json = Record<string, unknown>;
 

@@ -1,10 +1,10 @@
 import type { FastifyInstance } from 'fastify';
-import { registerAuthRoutes } from '../auth/routes.js';
-import { registerEventRoutes } from '../events/routes.js';
-import { registerGroupRoutes } from '../groups/routes.js';
-import { registerProxyBackchannel } from '../proxy/backchannel/routes.js';
+import type { ServiceContext } from '../store/context.js';
 import { registerWebRoutes } from '../web/routes.js';
-import type { ServiceContext } from './context.js';
+import { registerAuthRoutes } from './auth.js';
+import { registerProxyBackchannel } from './backchannel.js';
+import { registerEventRoutes } from './events.js';
+import { registerGroupRoutes } from './groups.js';
 import { registerHealthRoutes } from './health.js';
 import { registerObjectRoutes } from './objects.js';
 import { registerOpenApiRoutes } from './openapi.js';

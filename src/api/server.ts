@@ -11,11 +11,11 @@ import { unauthenticated } from '../auth/apikeys.js';
 import { authenticate } from '../auth/authenticate.js';
 import type { Principal } from '../auth/principal.js';
 import { splitList } from '../config/server.js';
+import { ApiError, type ErrorKind, isApiError } from '../core/errors.js';
 import { holdsSecret, redactUrl } from '../core/redact.js';
 import { fieldSegment, mayHoldUnstorable, unstorableAt } from '../core/text.js';
 import { limitUnusedBody } from '../core/unusedbody.js';
-import type { ServiceContext } from './context.js';
-import { ApiError, type ErrorKind, isApiError } from './errors.js';
+import type { ServiceContext } from '../store/context.js';
 import { registrars } from './routes.js';
 
 declare module 'fastify' {

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
+import { ApiError } from '../core/errors.js';
 import { User } from '../objects/user.js';
-import type { ServiceContext } from './context.js';
-import { ApiError } from './errors.js';
+import type { ServiceContext } from '../store/context.js';
 import { principalOf, sendObject } from './objects.js';
 
 /** User endpoints beyond CRUD. Literal paths are registered before /users/:id matches them. */

@@ -1,8 +1,9 @@
 import { timingSafeEqual } from 'node:crypto';
-import { ApiError } from '../api/errors.js';
-import { API_KEY_PATTERN, APIKey, hashApiKey, type Scope } from '../objects/apikey.js';
-import { timestampMs } from '../objects/fields.js';
+import { ApiError } from '../core/errors.js';
+import { APIKey, hashApiKey, type Scope } from '../objects/apikey.js';
+import { timestampMs } from '../schema/fields.js';
 import type { ObjectStore } from '../store/objects.js';
+import { API_KEY_PATTERN } from '../wire/proxy.js';
 import { keyCacheOf } from './keycache.js';
 import type { Principal } from './principal.js';
 

@@ -1,7 +1,7 @@
 import type { FastifyRequest } from 'fastify';
-import type { ServiceContext } from '../api/context.js';
-import type { Doc } from '../objects/fields.js';
 import { TENANT_ID, Tenant } from '../objects/tenant.js';
+import type { Doc } from '../schema/fields.js';
+import type { ServiceContext } from '../store/context.js';
 
 /**
  * The integrity scale: how sure the service is about who holds a session. Ordered; a session

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { CompactSign, compactVerify, errors as joseErrors } from 'jose';
-import type { ServiceContext } from '../api/context.js';
-import { ApiError } from '../api/errors.js';
+import { ApiError } from '../core/errors.js';
+import type { ServiceContext } from '../store/context.js';
 import { intentKeys } from './session/keys.js';
 
 /**

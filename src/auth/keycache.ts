@@ -1,6 +1,6 @@
 import { APIKey } from '../objects/apikey.js';
-import type { Doc } from '../objects/fields.js';
 import { User } from '../objects/user.js';
+import type { Doc } from '../schema/fields.js';
 import type { ObjectStore } from '../store/objects.js';
 
 /** The longest a validated key is trusted without a look at the database. */

@@ -1,7 +1,7 @@
-import { ApiError } from '../api/errors.js';
+import { ApiError } from '../core/errors.js';
 import { DEFAULT_KEY_SCOPES, type Scope } from '../objects/apikey.js';
-import type { Doc } from '../objects/fields.js';
-import type { Op } from '../objects/type.js';
+import type { Doc } from '../schema/fields.js';
+import type { Op } from '../schema/type.js';
 import type { Principal } from './principal.js';
 
 /**

@@ -1,5 +1,5 @@
-import type { ServiceContext } from '../api/context.js';
-import { ApiError } from '../api/errors.js';
+import { ApiError } from '../core/errors.js';
+import type { ServiceContext } from '../store/context.js';
 import { authDb } from './session/db.js';
 
 /**

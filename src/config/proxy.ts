@@ -1,4 +1,5 @@
 import { canonicalPath, PathError, pathMatchKey } from '../core/path.js';
+import { checkHttpUrl } from '../core/url.js';
 import { ConfigError, type ConfigSources, loadSections, readConfigFile } from './load.js';
 import { bool, listen, oneOf, type SectionValues, type Setting, str } from './setting.js';
 
@@ -8,25 +9,6 @@ export type AuthMode = (typeof AUTH_MODES)[number];
 
 /** Production directory of Let's Encrypt, the public ACME CA used when acme.server is unset. */
 export const DEFAULT_ACME_SERVER = 'https://acme-v02.api.letsencrypt.org/directory';
-
-/** proxy.upstream and the like: an http(s) URL without a user name or password; throws otherwise. */
-export function checkHttpUrl(v: string): void {
-  // The URL parser drops tabs and newlines silently; the raw text may end up in a header.
-  for (let i = 0; i < v.length; i++) {
-    const c = v.charCodeAt(i);
-    if (c <= 0x20 || c === 0x7f) throw new Error('must not contain spaces or control characters');
-  }
-  let u: URL;
-  try {
-    u = new URL(v);
-  } catch {
-    throw new Error(`expected an http:// or https:// URL, got ${JSON.stringify(v)}`);
-  }
-  // Checked first, and the value not quoted: an error message must not print a password.
-  if (u.username || u.password) throw new Error('must not carry a user name or password');
-  if (u.protocol !== 'http:' && u.protocol !== 'https:')
-    throw new Error(`expected an http:// or https:// URL, got ${JSON.stringify(v)}`);
-}
 
 const optionalUrl = (v: string) => {
   if (v !== '') checkHttpUrl(v);
@@ -342,5 +324,9 @@ export function loadProxyConfig(sources: ProxyConfigSources): ProxyConfig {
   return { ...sections, prefixes, explicit };
 }
 
-// Which prefix applies to a request path: src/config/routing.ts.
-export { type RouteDefaults, type RouteSettings, routeFor } from './routing.js';
+/** Every proxy setting with a flag, keyed by its section.name key (flag names are unique across them). */
+export const proxyFlagSettings: Record<string, Setting<unknown>> = Object.fromEntries(
+  [proxySection, authSection, redirectSection, acmeSection].flatMap((s) =>
+    Object.values(s as Record<string, Setting<unknown>>).map((x) => [x.key, x]),
+  ),
+);

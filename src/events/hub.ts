@@ -2,19 +2,19 @@ import { randomUUID } from 'node:crypto';
 import type { FastifyRequest } from 'fastify';
 import { sql } from 'kysely';
 import type { WebSocket } from 'ws';
-import type { ServiceContext } from '../api/context.js';
 import { userUsable } from '../auth/apikeys.js';
 import { classify, requiredLevel } from '../auth/integrity.js';
 import { access } from '../auth/permissions.js';
 import type { Principal } from '../auth/principal.js';
 import { sessionById, sessionEvents } from '../auth/session/sessions.js';
 import { APIKey } from '../objects/apikey.js';
-import type { Doc } from '../objects/fields.js';
-import { timestampMs } from '../objects/fields.js';
 import { typeByKind } from '../objects/registry.js';
 import { Tenant } from '../objects/tenant.js';
-import type { ObjectType } from '../objects/type.js';
 import { User } from '../objects/user.js';
+import type { Doc } from '../schema/fields.js';
+import { timestampMs } from '../schema/fields.js';
+import type { ObjectType } from '../schema/type.js';
+import type { ServiceContext } from '../store/context.js';
 import type { Change } from '../store/objects.js';
 import { specialKind } from './kinds.js';
 import {
@@ -28,8 +28,8 @@ import {
   parseRequest,
   StreamError,
 } from './protocol.js';
-import type { SessionChange } from './sessions.js';
 import { takeSnapshot } from './snapshot.js';
+import type { SessionChange } from './special.js';
 import { ChangeTailer, SIGNALS_CHANNEL } from './tailer.js';
 
 export interface EventHubOptions {

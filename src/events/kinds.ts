@@ -1,38 +1,5 @@
-import type { FastifyBaseLogger, FastifyRequest } from 'fastify';
-import type { ServiceContext } from '../api/context.js';
-import type { Principal } from '../auth/principal.js';
-import type { ListItemFrame } from './protocol.js';
-import { authKind, otherSessionKind, type SessionChange } from './sessions.js';
-
-/** What a special kind's source is given for one subscription. */
-export interface SpecialKindContext {
-  kind: string;
-  /** The ID of the EventStreamRequest, if any. */
-  id: string | undefined;
-  principal: Principal;
-  /** The upgrade request (its cookies, headers, session...). */
-  request: FastifyRequest;
-  logger: FastifyBaseLogger;
-  service: ServiceContext;
-  /**
-   * Calls `fn` for every session change of every instance (awaited, in order, before the hub
-   * checks the integrity level of the affected streams); returns the unsubscribe function.
-   */
-  onSessionChange(fn: (ev: SessionChange) => Promise<void>): () => void;
-  /** Sends a frame; Kind is filled in. Returns false once the connection is closing. */
-  send(frame: ListItemFrame): boolean;
-  /** Sends the catch-up marker (ID ""). Call it once, after the current state. */
-  caughtUp(): void;
-}
-
-/**
- * A source of frames for a kind that is not an object type (Auth, OtherSession). `subscribe`
- * sends the current state, then `ctx.caughtUp()`, then later changes, until the returned
- * function is called (the connection closed). Throw StreamError to refuse with an error frame.
- */
-export interface SpecialKind {
-  subscribe(ctx: SpecialKindContext): (() => void) | Promise<() => void>;
-}
+import { authKind, otherSessionKind } from './sessions.js';
+import type { SpecialKind } from './special.js';
 
 /**
  * The special kinds, by name: Auth and OtherSession (src/events/sessions.ts). Another kind is

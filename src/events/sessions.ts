@@ -1,15 +1,8 @@
 import { requiredLevel, tenantDoc } from '../auth/integrity.js';
-import { authResponse, otherSession } from '../auth/routes.js';
+import { authResponse, otherSession } from '../auth/response.js';
 import { listSessions, sessionById } from '../auth/session/sessions.js';
-import type { SpecialKind, SpecialKindContext } from './kinds.js';
 import { StreamError } from './protocol.js';
-
-/** A write to a session (src/auth/session/sessions.ts sessionEvents); sessionId '' = all of the user's. */
-export interface SessionChange {
-  userId: string;
-  sessionId: string;
-  deleted: boolean;
-}
+import type { SessionChange, SpecialKind, SpecialKindContext } from './special.js';
 
 /**
  * Kind Auth: the current session's AuthResponse (as POST /auth answers without an intent, against

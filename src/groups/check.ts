@@ -1,12 +1,12 @@
-import type { ServiceContext } from '../api/context.js';
-import { ApiError } from '../api/errors.js';
 import { userUsable } from '../auth/apikeys.js';
+import { ApiError } from '../core/errors.js';
 import { isLocalReturnPath } from '../core/returnurl.js';
 import { Group } from '../objects/group.js';
+import { Membership, membershipId } from '../objects/membership.js';
 import { TENANT_ID, Tenant } from '../objects/tenant.js';
 import { User } from '../objects/user.js';
+import type { ServiceContext } from '../store/context.js';
 import { applyOp, expireIfDue, expiryDue, groupSettings, stateOf } from './lifecycle.js';
-import { Membership, membershipId } from './membership.js';
 
 /** One entry of an access-check result (spec "AccessCheck result"). */
 export interface CheckEntry {

@@ -1,11 +1,11 @@
-import type { ServiceContext } from '../api/context.js';
-import { ApiError } from '../api/errors.js';
 import type { Principal } from '../auth/principal.js';
-import { type Doc, normalizeTimestamp, timestampMs, ZERO_TIME } from '../objects/fields.js';
+import { ApiError } from '../core/errors.js';
 import { Group } from '../objects/group.js';
+import { Membership, membershipId } from '../objects/membership.js';
 import { User } from '../objects/user.js';
+import { type Doc, normalizeTimestamp, timestampMs, ZERO_TIME } from '../schema/fields.js';
+import type { ServiceContext } from '../store/context.js';
 import type { StoredObject } from '../store/objects.js';
-import { Membership, membershipId } from './membership.js';
 import { type MemberOp, type Role, resolveTarget, rowsFor, type State, statesAllowing } from './states.js';
 
 const DAY_MS = 86_400_000;

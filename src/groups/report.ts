@@ -1,13 +1,13 @@
 import { Readable } from 'node:stream';
 import { stringify } from 'csv-stringify';
-import type { ServiceContext } from '../api/context.js';
-import { type Doc, ZERO_TIME } from '../objects/fields.js';
 import { Group } from '../objects/group.js';
-import type { ObjectType } from '../objects/type.js';
+import { Membership } from '../objects/membership.js';
 import { User } from '../objects/user.js';
+import { type Doc, ZERO_TIME } from '../schema/fields.js';
+import type { ObjectType } from '../schema/type.js';
+import type { ServiceContext } from '../store/context.js';
 import { parseListQuery, type RawListQuery } from '../store/listquery.js';
 import { expiryDue, type GroupSettings, groupSettings } from './lifecycle.js';
-import { Membership } from './membership.js';
 
 /** The report's columns, in order (spec "Group approvals report", R-038). */
 export const REPORT_COLUMNS = [

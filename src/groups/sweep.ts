@@ -1,9 +1,9 @@
 import type { FastifyInstance } from 'fastify';
-import type { ServiceContext } from '../api/context.js';
 import { Group } from '../objects/group.js';
+import { Membership } from '../objects/membership.js';
 import { User } from '../objects/user.js';
+import type { ServiceContext } from '../store/context.js';
 import { expireIfDue, expiryDue, groupSettings, nowStamp } from './lifecycle.js';
-import { Membership } from './membership.js';
 import { iterateObjects } from './report.js';
 
 /** How often the service looks for memberships to expire (ExpireUnusedDays) or orphaned ones. */

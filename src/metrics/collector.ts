@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import type { Logger } from 'pino';
-import { Metric } from '../objects/misc.js';
+import { Metric } from '../objects/metric.js';
 import { objectTypes } from '../objects/registry.js';
 import type { ObjectStore } from '../store/objects.js';
 

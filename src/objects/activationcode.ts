@@ -1,8 +1,8 @@
 import { hash } from '@node-rs/argon2';
-import { ApiError } from '../api/errors.js';
-import { ARGON2_OPTIONS } from '../auth/hashing.js';
-import { f } from './fields.js';
-import { ALL_OPS, type ObjectType } from './type.js';
+import { ApiError } from '../core/errors.js';
+import { ARGON2_OPTIONS } from '../core/hashing.js';
+import { f } from '../schema/fields.js';
+import { ALL_OPS, type ObjectType } from '../schema/type.js';
 
 export const ActivationCode: ObjectType = {
   kind: 'ActivationCode',

@@ -1,6 +1,6 @@
 import { createHash, randomInt } from 'node:crypto';
-import { f } from './fields.js';
-import { ALL_OPS, type ObjectType } from './type.js';
+import { f } from '../schema/fields.js';
+import { ALL_OPS, type ObjectType } from '../schema/type.js';
 
 export const SCOPES = ['user', 'audit', 'sync', 'admin'] as const;
 export type Scope = (typeof SCOPES)[number];
@@ -15,8 +15,6 @@ export function generateApiKey(): string {
   for (let i = 0; i < 54; i++) s += ALPHABET[randomInt(ALPHABET.length)];
   return s;
 }
-
-export const API_KEY_PATTERN = /^gv[A-Za-z0-9]{54}$/;
 
 /**
  * Keys carry ~321 bits of entropy, so a fast hash is enough (a slow KDF protects guessable

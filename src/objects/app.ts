@@ -1,5 +1,5 @@
-import { checkOrigin, checkUrl, f } from './fields.js';
-import { ALL_OPS, type ObjectType } from './type.js';
+import { checkOrigin, checkUrl, f } from '../schema/fields.js';
+import { ALL_OPS, type ObjectType } from '../schema/type.js';
 
 export const App: ObjectType = {
   kind: 'App',

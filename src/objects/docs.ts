@@ -1,4 +1,4 @@
-import type { Field, FieldMap } from './fields.js';
+import type { Field, FieldMap } from '../schema/fields.js';
 import { objectTypes } from './registry.js';
 
 /**

@@ -1,5 +1,5 @@
-import { f } from './fields.js';
-import { ALL_OPS, type ObjectType } from './type.js';
+import { f } from '../schema/fields.js';
+import { ALL_OPS, type ObjectType } from '../schema/type.js';
 
 export const Group: ObjectType = {
   kind: 'Group',

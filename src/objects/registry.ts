@@ -1,14 +1,21 @@
-import { Membership } from '../groups/membership.js';
-import { Account, AccountChange, AccountChangePlan } from './accounts.js';
+import { f } from '../schema/fields.js';
+import type { ObjectType } from '../schema/type.js';
+import { Account } from './account.js';
+import { AccountChange } from './accountchange.js';
+import { AccountChangePlan } from './accountchangeplan.js';
 import { ActivationCode } from './activationcode.js';
 import { APIKey } from './apikey.js';
 import { App } from './app.js';
-import { f } from './fields.js';
 import { Group } from './group.js';
-import { Metric, RemoteAgent, Script, ScriptLog, VirtualHost, VouchRequest } from './misc.js';
+import { Membership } from './membership.js';
+import { Metric } from './metric.js';
+import { RemoteAgent } from './remoteagent.js';
+import { Script } from './script.js';
+import { ScriptLog } from './scriptlog.js';
 import { Tenant } from './tenant.js';
-import type { ObjectType } from './type.js';
 import { User } from './user.js';
+import { VirtualHost } from './virtualhost.js';
+import { VouchRequest } from './vouchrequest.js';
 
 /** Every object type the API serves. Adding a type = a file in this folder + one line here. */
 const TYPES: ObjectType[] = [

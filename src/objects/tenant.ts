@@ -1,5 +1,5 @@
-import { checkOrigin, checkUrl, f } from './fields.js';
-import type { ObjectType } from './type.js';
+import { checkOrigin, checkUrl, f } from '../schema/fields.js';
+import type { ObjectType } from '../schema/type.js';
 
 export const TENANT_ID = 'tenant';
 

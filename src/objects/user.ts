@@ -1,5 +1,5 @@
-import { checkEmail, checkUnixName, checkUrl, f } from './fields.js';
-import { ALL_OPS, type ObjectType } from './type.js';
+import { checkEmail, checkUnixName, checkUrl, f } from '../schema/fields.js';
+import { ALL_OPS, type ObjectType } from '../schema/type.js';
 
 export const User: ObjectType = {
   kind: 'User',

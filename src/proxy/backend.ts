@@ -6,7 +6,7 @@ import {
   type RegisterRequest,
   type RegisterResponse,
   type WireIdentity,
-} from './protocol.js';
+} from '../wire/proxy.js';
 
 /** Why the service refused a back-channel call; `status` is the service's HTTP status. */
 export class BackendError extends Error {

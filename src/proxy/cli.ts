@@ -1,14 +1,6 @@
-import { acmeSection, authSection, loadProxyConfig, proxySection, redirectSection } from '../config/proxy.js';
-import type { Setting } from '../config/setting.js';
-import { createLogger } from '../service.js';
+import { loadProxyConfig } from '../config/proxy.js';
+import { createLogger } from '../core/logger.js';
 import { startProxy } from './run.js';
-
-/** Every proxy setting with a flag, keyed by its section.name key (flag names are unique across them). */
-export const proxyFlagSettings: Record<string, Setting<unknown>> = Object.fromEntries(
-  [proxySection, authSection, redirectSection, acmeSection].flatMap((s) =>
-    Object.values(s as Record<string, Setting<unknown>>).map((x) => [x.key, x]),
-  ),
-);
 
 /** `gatehouse proxy`: load settings, listen, reload on SIGHUP, finish requests on SIGTERM/SIGINT. */
 export async function runProxyCommand(

@@ -1,7 +1,7 @@
 import { createPrivateKey, createPublicKey, generateKeyPairSync, type KeyObject } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { errors as joseErrors, jwtVerify, SignJWT } from 'jose';
-import { GATEHOUSE_COOKIE_PREFIX, type WireIdentity } from './protocol.js';
+import { GATEHOUSE_COOKIE_PREFIX, type WireIdentity } from '../wire/proxy.js';
 
 export const COOKIE_NAME = 'gatehouse_proxy';
 export const STATE_COOKIE = 'gatehouse_proxy_state';

@@ -1,8 +1,8 @@
 import { hash } from 'node:crypto';
-import { API_KEY_PATTERN } from '../objects/apikey.js';
+import type { WireIdentity } from '../wire/proxy.js';
+import { API_KEY_PATTERN } from '../wire/proxy.js';
 import type { AuthBackend } from './backend.js';
 import { BackendError } from './backend.js';
-import type { WireIdentity } from './protocol.js';
 
 /**
  * What the Authorization header holds, for the proxy: one of our API keys (Bearer, or HTTP Basic

@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
+import { esc } from '../core/html.js';
 import { limitUnusedBody, UNUSED_BODY_BYTES, UNUSED_BODY_MS } from '../core/unusedbody.js';
-import { esc } from '../web/html.js';
 import type { UpstreamError } from './upstream/pool.js';
 
 /** An answer the proxy gives itself instead of forwarding: the status and its X-Error-Code phrase. */

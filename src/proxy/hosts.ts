@@ -1,12 +1,8 @@
 import type { Logger } from 'pino';
-import {
-  AUTH_MODES,
-  type AuthMode,
-  checkHttpUrl,
-  type ProxyConfig,
-  type RouteDefaults,
-} from '../config/proxy.js';
-import type { RegisterResponse } from './protocol.js';
+import { AUTH_MODES, type AuthMode, type ProxyConfig } from '../config/proxy.js';
+import type { RouteDefaults } from '../config/routing.js';
+import { checkHttpUrl } from '../core/url.js';
+import type { RegisterResponse } from '../wire/proxy.js';
 
 /** A VirtualHost's own settings; undefined where it sets none. */
 export interface HostSettings {

@@ -2,8 +2,10 @@ import { type KeyObject, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
-import { type AuthMode, type ProxyConfig, routeFor } from '../config/proxy.js';
+import type { AuthMode, ProxyConfig } from '../config/proxy.js';
+import { routeFor } from '../config/routing.js';
 import { declaresBody, limitUnusedBody } from '../core/unusedbody.js';
+import { BACKCHANNEL, PROXY_PATHS, PROXY_TOKEN_PATTERN, type WireIdentity } from '../wire/proxy.js';
 import { type AuthBackend, BackendError } from './backend.js';
 import {
   COOKIE_NAME,
@@ -30,7 +32,6 @@ import {
   requestTarget,
   safeReturnPath,
 } from './http.js';
-import { BACKCHANNEL, PROXY_PATHS, PROXY_TOKEN_PATTERN, type WireIdentity } from './protocol.js';
 import { Relay } from './relay.js';
 import { isWebsocketUpgrade, rawError, UpgradeRelay } from './upgrade.js';
 import { UpstreamPool, type UpstreamTarget, upstreamTarget } from './upstream/pool.js';

@@ -1,7 +1,7 @@
-import { ApiError } from '../api/errors.js';
+import { ApiError } from '../core/errors.js';
 import { unstorable } from '../core/text.js';
-import { normalizeTimestamp, type ScalarField, scalarAt } from '../objects/fields.js';
-import type { ObjectType } from '../objects/type.js';
+import { normalizeTimestamp, type ScalarField, scalarAt } from '../schema/fields.js';
+import type { ObjectType } from '../schema/type.js';
 
 /**
  * The list query language of GET /<type>: filters, ordering and keyset cursors. Parsing is

@@ -1,9 +1,9 @@
 import { randomBytes, randomInt } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { type Compilable, CompiledQuery, type Kysely, type RawBuilder, sql, type Transaction } from 'kysely';
-import { ApiError } from '../api/errors.js';
-import { type Doc, normalize } from '../objects/fields.js';
-import type { Actor, ObjectType } from '../objects/type.js';
+import { ApiError } from '../core/errors.js';
+import { type Doc, normalize } from '../schema/fields.js';
+import type { Actor, ObjectType } from '../schema/type.js';
 import type { Database, Db } from './db.js';
 import { type Cursor, encodeCursor, type ListQuery, type SortKey } from './listquery.js';
 

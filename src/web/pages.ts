@@ -1,5 +1,5 @@
 /** Server-rendered HTML of the sign-in pages. Every dynamic value goes through esc(). */
-import { esc } from './html.js';
+import { esc } from '../core/html.js';
 
 interface PageOpts {
   page: 'signin' | 'enroll' | 'signout' | 'debug';

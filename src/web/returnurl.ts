@@ -1,7 +1,7 @@
 import type { FastifyRequest } from 'fastify';
 import { ownOrigin } from '../auth/session/authenticator.js';
 import { isLocalReturnPath, MAX_RETURN_LENGTH } from '../core/returnurl.js';
-import type { Doc } from '../objects/fields.js';
+import type { Doc } from '../schema/fields.js';
 
 /**
  * The return URL sign-in may send the browser to, or '' when it is not allowed. Allowed: a path

@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { ServiceContext } from '../api/context.js';
 import { tenantDoc } from '../auth/integrity.js';
+import type { ServiceContext } from '../store/context.js';
 import { APP_JS } from './appjs.js';
 import { debugPage, enrollPage, signinPage, signoutPage } from './pages.js';
 import { safeReturnUrl } from './returnurl.js';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { ErrorCodes } from '../../src/api/errors.js';
 import { FIELD_RULES, PRIVILEGE_OF } from '../../src/auth/permissions.js';
+import { ErrorCodes } from '../../src/core/errors.js';
 import { renderFieldDocs } from '../../src/objects/docs.js';
 import { objectTypes } from '../../src/objects/registry.js';
 import { docSection, docTable } from '../docs.js';

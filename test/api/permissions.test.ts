@@ -1,9 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Membership } from '../../src/groups/membership.js';
-import { Account } from '../../src/objects/accounts.js';
-import { Metric, RemoteAgent, ScriptLog } from '../../src/objects/misc.js';
+import { Account } from '../../src/objects/account.js';
+import { Membership } from '../../src/objects/membership.js';
+import { Metric } from '../../src/objects/metric.js';
 import { typeByKind } from '../../src/objects/registry.js';
-import type { ObjectType } from '../../src/objects/type.js';
+import { RemoteAgent } from '../../src/objects/remoteagent.js';
+import { ScriptLog } from '../../src/objects/scriptlog.js';
+import type { ObjectType } from '../../src/schema/type.js';
 import { docTable } from '../docs.js';
 import { backends, jsonLines, startTestService, type TestService } from '../helpers.js';
 

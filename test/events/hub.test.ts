@@ -1,6 +1,6 @@
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { ServiceContext } from '../../src/api/context.js';
+import type { ServiceContext } from '../../src/store/context.js';
 import type { Principal } from '../../src/auth/principal.js';
 import { createSession } from '../../src/auth/session/sessions.js';
 import { loadServiceConfig } from '../../src/config/index.js';

@@ -11,7 +11,7 @@ import { loadServiceConfig } from '../../src/config/index.js';
 import type { EventSocket } from '../../src/events/hub.js';
 import { Group } from '../../src/objects/group.js';
 import { User } from '../../src/objects/user.js';
-import { bootstrap, createApiKey } from '../../src/store/bootstrap.js';
+import { bootstrap, createApiKey } from '../../src/service/bootstrap.js';
 import { type Db, openDb } from '../../src/store/db.js';
 import { migrate } from '../../src/store/migrations.js';
 import { ObjectStore } from '../../src/store/objects.js';

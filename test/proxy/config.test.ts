@@ -3,7 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ConfigError } from '../../src/config/load.js';
-import { DEFAULT_ACME_SERVER, loadProxyConfig, routeFor } from '../../src/config/proxy.js';
+import { DEFAULT_ACME_SERVER, loadProxyConfig } from '../../src/config/proxy.js';
+import { routeFor } from '../../src/config/routing.js';
 import { canonicalPath as normalizePath } from '../../src/core/path.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'gh-proxy-config-'));

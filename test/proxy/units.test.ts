@@ -4,7 +4,7 @@ import { BackendError } from '../../src/proxy/backend.js';
 import { readCookie, stripOwnCookies } from '../../src/proxy/cookie.js';
 import { ApiKeyCache, KEY_CACHE_MS, presentedCredential } from '../../src/proxy/credentials.js';
 import { requestPath, safeReturnPath } from '../../src/proxy/http.js';
-import type { WireIdentity } from '../../src/proxy/protocol.js';
+import type { WireIdentity } from '../../src/wire/proxy.js';
 
 const KEY = `gv${'a'.repeat(54)}`;
 const b64 = (s: string) => Buffer.from(s).toString('base64');

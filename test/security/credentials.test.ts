@@ -12,7 +12,7 @@ import {
   secretOf,
   signIn,
   totpCode,
-} from './signin-kit.js';
+} from '../kit/index.js';
 
 /**
  * Finding 4: credentials rewritten without proving the current ones. Every enrolment endpoint of

@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { type Browser, chromium, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { backends, startTestService, type TestService } from '../helpers.js';
-import { type Account, account, PW, totpCode } from './signin-kit.js';
+import { type Account, account, PW, totpCode } from '../kit/index.js';
 
 /**
  * Finding 4 through the pages: the security settings page of a session below the user's level

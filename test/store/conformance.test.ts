@@ -1,4 +1,4 @@
-import { storeConformance } from '../../src/store/test/conformance.js';
 import { backends, freshStore } from '../helpers.js';
+import { storeConformance } from './suite.js';
 
 for (const backend of backends()) storeConformance(backend, () => freshStore(backend));

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
-import type { ServiceContext } from '../../api/context.js';
-import type { Doc } from '../../objects/fields.js';
 import { User } from '../../objects/user.js';
+import type { Doc } from '../../schema/fields.js';
+import type { ServiceContext } from '../../store/context.js';
 import { TRUSTED_DEVICES } from '../throttle.js';
 
 /**

@@ -1,8 +1,8 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { ServiceContext } from '../../api/context.js';
-import { ApiError } from '../../api/errors.js';
-import type { Doc } from '../../objects/fields.js';
+import { ApiError } from '../../core/errors.js';
 import { User } from '../../objects/user.js';
+import type { Doc } from '../../schema/fields.js';
+import type { ServiceContext } from '../../store/context.js';
 import type { StoredObject } from '../../store/objects.js';
 import { userUsable } from '../apikeys.js';
 import { type FactorKind, Level, provenLevel } from '../integrity.js';

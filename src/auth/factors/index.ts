@@ -6,6 +6,7 @@ import type { Factor } from './factor.js';
 import { locationFactor } from './location/index.js';
 import { passwordFactor } from './password/index.js';
 import { pinFactor } from './pin/index.js';
+import { registerFactors } from './stepup.js';
 import { totpFactor } from './totp/index.js';
 
 /** Every sign-in factor and step, as plug-ins. Adding one = a folder here + one line in this list. */
@@ -19,3 +20,5 @@ export const factors: Factor[] = [
   locationFactor,
   boostFactor,
 ];
+
+registerFactors(factors);

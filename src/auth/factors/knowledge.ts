@@ -1,6 +1,6 @@
-import type { ServiceContext } from '../../api/context.js';
-import { ApiError } from '../../api/errors.js';
+import { ApiError } from '../../core/errors.js';
 import { User } from '../../objects/user.js';
+import type { ServiceContext } from '../../store/context.js';
 import { tenantDoc } from '../integrity.js';
 import {
   attemptOf,

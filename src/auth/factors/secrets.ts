@@ -1,7 +1,7 @@
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import { hash, verify } from '@node-rs/argon2';
-import type { ServiceContext } from '../../api/context.js';
-import { ARGON2_OPTIONS } from '../hashing.js';
+import { ARGON2_OPTIONS } from '../../core/hashing.js';
+import type { ServiceContext } from '../../store/context.js';
 import { secretsKey } from '../session/keys.js';
 
 export const hashSecret = (s: string) => hash(s, ARGON2_OPTIONS);

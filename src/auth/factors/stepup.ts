@@ -1,9 +1,17 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { ServiceContext } from '../../api/context.js';
-import { ApiError } from '../../api/errors.js';
-import type { Doc } from '../../objects/fields.js';
+import { ApiError } from '../../core/errors.js';
 import { User } from '../../objects/user.js';
-import { LEVEL_NAMES, Level, levelOfKinds, provenLevel, requiredLevel, tenantDoc } from '../integrity.js';
+import type { Doc } from '../../schema/fields.js';
+import type { ServiceContext } from '../../store/context.js';
+import {
+  type FactorKind,
+  LEVEL_NAMES,
+  Level,
+  levelOfKinds,
+  provenLevel,
+  requiredLevel,
+  tenantDoc,
+} from '../integrity.js';
 import { hasAnyScope } from '../permissions.js';
 import { insufficientIntegrity } from '../session/authenticator.js';
 import { deleteUserSessions, mutateRequestSession, requestSession } from '../session/sessions.js';
@@ -37,11 +45,29 @@ export interface CredentialChange {
   existing: boolean;
 }
 
+/**
+ * The sign-in factors, handed over once by the registry (./index.ts). The registry imports every
+ * factor and the factors import this file, so it cannot import the registry without a cycle.
+ */
+let registered: readonly EnrollableFactor[] | undefined;
+
+/** What step-up needs of a factor: the registry's Factor (./factor.ts) has these fields. */
+interface EnrollableFactor {
+  name: string;
+  kind?: FactorKind | undefined;
+  enrolled?(user: Doc, secret: Doc): boolean;
+}
+
+export function registerFactors(list: readonly EnrollableFactor[]): void {
+  registered = list;
+}
+
 /** The factors a user has set up, with their kinds (the sign-in factors' own `enrolled`). */
 export async function enrolledFactors(user: Doc, secret: Doc) {
-  // Imported when called: the factor modules import this one.
-  const { factors } = await import('./index.js');
-  return factors.filter((f) => f.kind !== undefined && f.enrolled?.(user, secret) === true);
+  // Fail closed: without the list, every step-up would ask for too little.
+  if (!registered)
+    throw new Error('the sign-in factors are not registered (import src/auth/factors/index.ts)');
+  return registered.filter((f) => f.kind !== undefined && f.enrolled?.(user, secret) === true);
 }
 
 /** The best level this user's enrolled factors can reach (Identified when none). */

@@ -1,7 +1,7 @@
 import type { FastifyRequest } from 'fastify';
-import type { ServiceContext } from '../../api/context.js';
-import { ApiError, type ErrorBody } from '../../api/errors.js';
+import { ApiError, type ErrorBody } from '../../core/errors.js';
 import { User } from '../../objects/user.js';
+import type { ServiceContext } from '../../store/context.js';
 import { userUsable } from '../apikeys.js';
 import { deviceTag } from '../factors/devices.js';
 import { classify, isSafeMethod, Level, provenLevel, requiredLevel, tenantDoc } from '../integrity.js';

@@ -1,5 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { HOST_COOKIE_PREFIX, SERVICE_COOKIES } from '../../proxy/protocol.js';
+import { HOST_COOKIE_PREFIX, SERVICE_COOKIES } from '../../wire/proxy.js';
 
 /** The cookies' names over plain HTTP; over TLS they carry the `__Host-` prefix (cookieName). */
 export const SESSION_COOKIE = SERVICE_COOKIES.session;

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { exportJWK, generateKeyPair, importJWK, type JWK } from 'jose';
-import type { ServiceContext } from '../../api/context.js';
+import type { ServiceContext } from '../../store/context.js';
 import { authDb } from './db.js';
 
 /**

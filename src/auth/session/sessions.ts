@@ -1,8 +1,8 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { ServiceContext } from '../../api/context.js';
-import { ApiError } from '../../api/errors.js';
+import { ApiError } from '../../core/errors.js';
+import type { ServiceContext } from '../../store/context.js';
 import { newId } from '../../store/objects.js';
 import { Level, levelOf, tenantDoc } from '../integrity.js';
 import { clearSessionCookie, serviceCookies, setDeviceCookie, setSessionCookie } from './cookies.js';

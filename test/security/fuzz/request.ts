@@ -12,7 +12,7 @@ import pino from 'pino';
 import { loadProxyConfig } from '../../../src/config/proxy.js';
 import type { AuthBackend } from '../../../src/proxy/backend.js';
 import { connectionTokens, HOP, isReserved, requestTarget } from '../../../src/proxy/http.js';
-import { PROXY_PATHS } from '../../../src/proxy/protocol.js';
+import { PROXY_PATHS } from '../../../src/wire/proxy.js';
 import { type RunningProxy, startProxy } from '../../../src/proxy/run.js';
 import { caseBytes, type RequestCase } from './request-gen.js';
 import type { Verdict } from './run.js';

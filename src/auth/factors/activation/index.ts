@@ -1,11 +1,11 @@
 import { verify } from '@node-rs/argon2';
 import { sql } from 'kysely';
-import type { ServiceContext } from '../../../api/context.js';
-import { ApiError } from '../../../api/errors.js';
-import { Membership, membershipId } from '../../../groups/membership.js';
+import { ApiError } from '../../../core/errors.js';
 import { ActivationCode } from '../../../objects/activationcode.js';
-import { type Doc, timestampMs } from '../../../objects/fields.js';
+import { Membership, membershipId } from '../../../objects/membership.js';
 import { User } from '../../../objects/user.js';
+import { type Doc, timestampMs } from '../../../schema/fields.js';
+import type { ServiceContext } from '../../../store/context.js';
 import { Level, tenantDoc } from '../../integrity.js';
 import {
   attemptOf,

@@ -1,4 +1,4 @@
-import { ApiError } from '../../../api/errors.js';
+import { ApiError } from '../../../core/errors.js';
 import { User } from '../../../objects/user.js';
 import { provenLevel } from '../../integrity.js';
 import { verifyIntent } from '../../intents.js';

@@ -1,4 +1,4 @@
-import { ApiError } from '../../../api/errors.js';
+import { ApiError } from '../../../core/errors.js';
 import { ensureSession, updateRequestSession } from '../../session/sessions.js';
 import { type Factor, FLOW, field, formOf } from '../factor.js';
 

@@ -1,8 +1,8 @@
 import * as OTPAuth from 'otpauth';
 import QRCode from 'qrcode';
-import type { ServiceContext } from '../../../api/context.js';
-import { ApiError } from '../../../api/errors.js';
+import { ApiError } from '../../../core/errors.js';
 import { User } from '../../../objects/user.js';
+import type { ServiceContext } from '../../../store/context.js';
 import { tenantDoc } from '../../integrity.js';
 import {
   attemptOf,

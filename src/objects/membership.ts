@@ -1,5 +1,5 @@
-import { f } from '../objects/fields.js';
-import { type ObjectType, READ_OPS } from '../objects/type.js';
+import { f } from '../schema/fields.js';
+import { type ObjectType, READ_OPS } from '../schema/type.js';
 
 /**
  * A user's membership of a group, one object per (group, user). It is an ordinary object type

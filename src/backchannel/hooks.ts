@@ -1,6 +1,6 @@
 import type { FastifyRequest } from 'fastify';
-import type { ServiceContext } from '../../api/context.js';
-import type { AccessCheckResponse } from '../protocol.js';
+import type { ServiceContext } from '../store/context.js';
+import type { AccessCheckResponse } from '../wire/proxy.js';
 
 /** A service session as the proxy back channel needs it. */
 export interface ProxySession {

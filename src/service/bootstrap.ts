@@ -1,8 +1,8 @@
-import { ApiError } from '../api/errors.js';
+import { ApiError } from '../core/errors.js';
 import { APIKey } from '../objects/apikey.js';
 import { TENANT_ID, Tenant } from '../objects/tenant.js';
 import { User } from '../objects/user.js';
-import type { ObjectStore } from './objects.js';
+import type { ObjectStore } from '../store/objects.js';
 
 export const INITIAL_ADMIN_USERNAME = 'admin';
 

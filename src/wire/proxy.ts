@@ -5,6 +5,13 @@
  */
 export const BACKCHANNEL = '/proxy/v1';
 
+/**
+ * What a Gatehouse API key looks like (src/objects/apikey.ts makes them): "gv" and 54 base62
+ * characters. The proxy uses it to tell the service's keys from an app's own bearer tokens, which
+ * it must forward untouched.
+ */
+export const API_KEY_PATTERN = /^gv[A-Za-z0-9]{54}$/;
+
 /** Paths the proxy answers itself; every other path is forwarded to an upstream. */
 export const PROXY_PATHS = {
   base: '/.gatehouse/',

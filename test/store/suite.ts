@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { ApiError } from '../../api/errors.js';
-import { APIKey, hashApiKey } from '../../objects/apikey.js';
-import { Group } from '../../objects/group.js';
-import { Metric } from '../../objects/misc.js';
-import { User } from '../../objects/user.js';
-import { parseListQuery } from '../listquery.js';
-import type { ObjectStore } from '../objects.js';
+import { ApiError } from '../../src/core/errors.js';
+import { APIKey, hashApiKey } from '../../src/objects/apikey.js';
+import { Group } from '../../src/objects/group.js';
+import { Metric } from '../../src/objects/metric.js';
+import { User } from '../../src/objects/user.js';
+import { parseListQuery } from '../../src/store/listquery.js';
+import type { ObjectStore } from '../../src/store/objects.js';
 
 /**
  * The contract every storage backend must meet (as Ory Kratos' identity/test/pool.go does for

@@ -1,18 +1,22 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { ServiceContext } from '../../api/context.js';
-import { ApiError } from '../../api/errors.js';
-import { authenticateApiKey, userUsable } from '../../auth/apikeys.js';
-import { hasAnyScope } from '../../auth/permissions.js';
-import { signinBase } from '../../groups/check.js';
-import { membershipCounts } from '../../groups/lifecycle.js';
-import { APIKey } from '../../objects/apikey.js';
-import { App } from '../../objects/app.js';
-import { normalizeTimestamp, timestampMs } from '../../objects/fields.js';
-import { RemoteAgent, VirtualHost } from '../../objects/misc.js';
-import { User } from '../../objects/user.js';
-import { parseListQuery } from '../../store/listquery.js';
-import type { StoredObject } from '../../store/objects.js';
+import { authenticateApiKey, userUsable } from '../auth/apikeys.js';
+import { hasAnyScope } from '../auth/permissions.js';
+import { membershipsAdapter, sessionsAdapter } from '../backchannel/adapters.js';
+import { issueCode, redeemCode } from '../backchannel/codes.js';
+import { type ProxySession, ports } from '../backchannel/hooks.js';
+import { ApiError } from '../core/errors.js';
+import { signinBase } from '../groups/check.js';
+import { membershipCounts } from '../groups/lifecycle.js';
+import { APIKey } from '../objects/apikey.js';
+import { App } from '../objects/app.js';
+import { RemoteAgent } from '../objects/remoteagent.js';
+import { User } from '../objects/user.js';
+import { VirtualHost } from '../objects/virtualhost.js';
+import { normalizeTimestamp, timestampMs } from '../schema/fields.js';
+import type { ServiceContext } from '../store/context.js';
+import { parseListQuery } from '../store/listquery.js';
+import type { StoredObject } from '../store/objects.js';
 import {
   type AccessCheckRequest,
   BACKCHANNEL,
@@ -22,10 +26,7 @@ import {
   type RegisterRequest,
   type RegisterResponse,
   type WireIdentity,
-} from '../protocol.js';
-import { membershipsAdapter, sessionsAdapter } from './adapters.js';
-import { issueCode, redeemCode } from './codes.js';
-import { type ProxySession, ports } from './hooks.js';
+} from '../wire/proxy.js';
 
 const sha256 = (s: string) => createHash('sha256').update(s).digest('base64url');
 

@@ -1,28 +1,21 @@
 import { readFileSync } from 'node:fs';
 import type { FastifyInstance } from 'fastify';
-import pino, { type Logger } from 'pino';
-import { createServer } from './api/server.js';
-import type { ServiceConfig } from './config/index.js';
-import { parseListen } from './config/setting.js';
-import { startMetrics } from './metrics/collector.js';
-import { bootstrap, createApiKey } from './store/bootstrap.js';
-import { openDb } from './store/db.js';
-import { migrate } from './store/migrations.js';
-import { ObjectStore } from './store/objects.js';
+import type { Logger } from 'pino';
+import { createServer } from '../api/server.js';
+import type { ServiceConfig } from '../config/index.js';
+import { parseListen } from '../config/setting.js';
+import { createLogger } from '../core/logger.js';
+import { startMetrics } from '../metrics/collector.js';
+import { openDb } from '../store/db.js';
+import { migrate } from '../store/migrations.js';
+import { ObjectStore } from '../store/objects.js';
+import { bootstrap, createApiKey } from './bootstrap.js';
 
 export interface RunningService {
   app: FastifyInstance;
   store: ObjectStore;
   url: string;
   close(): Promise<void>;
-}
-
-export function createLogger(level: string): Logger {
-  return pino({
-    level,
-    // Belt and braces: request logs never include headers, but nothing secret may slip through.
-    redact: ['req.headers.authorization', 'req.headers.cookie', '*.password', '*.Secret', '*.Code'],
-  });
 }
 
 /**

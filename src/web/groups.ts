@@ -1,13 +1,9 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { ServiceContext } from '../api/context.js';
-import { ApiError } from '../api/errors.js';
 import { classify, requiredLevel, tenantDoc } from '../auth/integrity.js';
 import type { Principal } from '../auth/principal.js';
-import type { Doc } from '../objects/fields.js';
-import { Group } from '../objects/group.js';
-import { User } from '../objects/user.js';
-import { esc } from '../web/html.js';
-import { allowedNext, signinBase } from './check.js';
+import { ApiError } from '../core/errors.js';
+import { esc } from '../core/html.js';
+import { allowedNext, signinBase } from '../groups/check.js';
 import {
   actsAsUser,
   applyOp,
@@ -17,11 +13,15 @@ import {
   loadGroup,
   rolesOf,
   stateOf,
-} from './lifecycle.js';
-import { Membership, membershipId } from './membership.js';
-import { iterateObjects } from './report.js';
-import type { MemberOp } from './states.js';
-import { rowsFor } from './states.js';
+} from '../groups/lifecycle.js';
+import { iterateObjects } from '../groups/report.js';
+import type { MemberOp } from '../groups/states.js';
+import { rowsFor } from '../groups/states.js';
+import { Group } from '../objects/group.js';
+import { Membership, membershipId } from '../objects/membership.js';
+import { User } from '../objects/user.js';
+import type { Doc } from '../schema/fields.js';
+import type { ServiceContext } from '../store/context.js';
 
 /**
  * Access-request pages on the sign-in site, rendered on the server (no script):

@@ -1,13 +1,9 @@
 import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { ServiceContext } from '../api/context.js';
-import { ApiError } from '../api/errors.js';
-import { setObjectHeaders } from '../api/http.js';
-import { principalOf } from '../api/objects.js';
 import { hasAnyScope } from '../auth/permissions.js';
 import type { Principal } from '../auth/principal.js';
-import { parseListQuery, type RawListQuery } from '../store/listquery.js';
-import { checkMembership } from './check.js';
+import { ApiError } from '../core/errors.js';
+import { checkMembership } from '../groups/check.js';
 import {
   actsAsUser,
   applyOp,
@@ -16,13 +12,17 @@ import {
   loadGroup,
   requireUser,
   rolesOf,
-} from './lifecycle.js';
-import { Membership, membershipId } from './membership.js';
-import { registerGroupPages } from './pages.js';
-import { reportStream } from './report.js';
-import type { MemberOp } from './states.js';
-import { rowsFor } from './states.js';
-import { startExpirySweep } from './sweep.js';
+} from '../groups/lifecycle.js';
+import { reportStream } from '../groups/report.js';
+import type { MemberOp } from '../groups/states.js';
+import { rowsFor } from '../groups/states.js';
+import { startExpirySweep } from '../groups/sweep.js';
+import { Membership, membershipId } from '../objects/membership.js';
+import type { ServiceContext } from '../store/context.js';
+import { parseListQuery, type RawListQuery } from '../store/listquery.js';
+import { registerGroupPages } from '../web/groups.js';
+import { setObjectHeaders } from './http.js';
+import { principalOf } from './objects.js';
 
 type MemberParams = { id: string; user: string };
 type FormBody = Record<string, string | string[]>;

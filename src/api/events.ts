@@ -1,13 +1,13 @@
 import type { IncomingMessage } from 'node:http';
 import fastifyWebsocket from '@fastify/websocket';
 import type { FastifyInstance, FastifyReply } from 'fastify';
-import type { ServiceContext } from '../api/context.js';
-import { ApiError } from '../api/errors.js';
-import { principalOf } from '../api/objects.js';
 import { checkCsrf } from '../auth/session/authenticator.js';
 import { setSessionCookie } from '../auth/session/cookies.js';
 import { pendingCookies } from '../auth/session/sessions.js';
-import { EventHub, MAX_MESSAGE_BYTES } from './hub.js';
+import { ApiError } from '../core/errors.js';
+import { EventHub, MAX_MESSAGE_BYTES } from '../events/hub.js';
+import type { ServiceContext } from '../store/context.js';
+import { principalOf } from './objects.js';
 
 declare module 'fastify' {
   interface FastifyInstance {

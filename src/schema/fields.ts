@@ -1,5 +1,5 @@
-import { ApiError } from '../api/errors.js';
-import { checkHttpUrl } from '../config/proxy.js';
+import { ApiError } from '../core/errors.js';
+import { checkHttpUrl } from '../core/url.js';
 
 /**
  * A small schema language for object fields. Each type declares its fields once; from that

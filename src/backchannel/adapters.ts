@@ -1,9 +1,9 @@
-import type { ServiceContext } from '../../api/context.js';
-import { userUsable } from '../../auth/apikeys.js';
-import { requiredLevel, tenantDoc } from '../../auth/integrity.js';
-import { requestSession, type Session, sessionById } from '../../auth/session/sessions.js';
-import { checkMembership, markUsed, signinBase } from '../../groups/check.js';
-import { User } from '../../objects/user.js';
+import { userUsable } from '../auth/apikeys.js';
+import { requiredLevel, tenantDoc } from '../auth/integrity.js';
+import { requestSession, type Session, sessionById } from '../auth/session/sessions.js';
+import { checkMembership, markUsed, signinBase } from '../groups/check.js';
+import { User } from '../objects/user.js';
+import type { ServiceContext } from '../store/context.js';
 import type { MembershipsPort, ProxySession, SessionsPort } from './hooks.js';
 
 /**

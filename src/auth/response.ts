@@ -1,0 +1,67 @@
+import { User } from '../objects/user.js';
+import type { ServiceContext } from '../store/context.js';
+import { factors } from './factors/index.js';
+import { FACTOR_KINDS, LEVEL_NAMES, Level } from './integrity.js';
+import type { Session } from './session/sessions.js';
+
+/*
+ * The shapes the sign-in flow answers with. The HTTP routes (src/api/auth.ts) and the event
+ * stream (src/events/sessions.ts) both send them, so they live in the feature, not in a route file.
+ */
+
+/** AuthResponse: where the session stands, against an intent or the tenant's read level. */
+export async function authResponse(
+  ctx: ServiceContext,
+  s: Session | undefined,
+  need: number,
+  intent?: { method: string; path: string },
+) {
+  const level = s?.level ?? 0;
+  const user = s && s.userId !== '' ? await ctx.store.get(User, s.userId) : undefined;
+  const secret = user ? await ctx.store.getSecret(User, user.id) : {};
+  const usable = user
+    ? factors.filter((f) => f.kind && f.enrolled?.(user.doc, secret)).map((f) => f.name)
+    : [];
+  const next = user ? usable.filter((n) => !s?.factors.includes(n)) : ['email'];
+  // The best level this user's factors can reach (what the sign-in pages aim for).
+  const kinds = new Set(usable.map((n) => FACTOR_KINDS[n]));
+  const reachable = !user
+    ? Level.Identified
+    : kinds.size >= 2
+      ? Level.TwoFactors
+      : kinds.size === 1
+        ? Level.OneFactor
+        : Level.Identified;
+  return {
+    Authorized: user !== undefined && level >= need,
+    IntegrityLevel: level,
+    IntegrityLevelName: LEVEL_NAMES[level],
+    RequiredLevel: need,
+    ReachableLevel: Math.max(reachable, level),
+    SessionID: s?.id ?? '',
+    UserID: s?.userId ?? '',
+    Email: user ? String(user.doc.Email ?? '') : '',
+    Active: user ? user.doc.Active === true : false,
+    Proven: s?.factors ?? [],
+    Factors: next,
+    Expires: s ? new Date(s.expireTime).toISOString() : '',
+    ...(intent ? { Method: intent.method, Path: intent.path } : {}),
+  };
+}
+
+/** The OtherSession shape (GET /auth/sessions items, the event stream's OtherSession kind). */
+export function otherSession(s: Session, current: string | undefined) {
+  return {
+    ID: s.id,
+    Current: s.id === current,
+    UserID: s.userId,
+    IntegrityLevel: s.level,
+    Factors: s.factors,
+    CreateTime: new Date(s.createTime).toISOString(),
+    LastSeen: new Date(s.lastSeen).toISOString(),
+    ExpireTime: new Date(s.expireTime).toISOString(),
+    UserAgent: s.data.UserAgent ?? '',
+    Address: s.data.Address ?? '',
+    ...(s.data.Location ? { Location: s.data.Location } : {}),
+  };
+}
