@@ -3,16 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Browser } from '../auth/client.js';
 import { op } from '../groups/fixture.js';
 import { backends, startTestService, type TestService } from '../helpers.js';
-import {
-  account,
-  activationCode,
-  freshIp,
-  levelOf,
-  PW,
-  patchTenant,
-  signIn,
-  totpCode,
-} from './signin-kit.js';
+import { account, activationCode, freshIp, levelOf, PW, setTenant, signIn, totpCode } from '../kit/index.js';
 
 /**
  * Finding 5: an ActivationCode without a UserID acted as a login for any user. A code proves an
@@ -77,7 +68,7 @@ describe.each(backends())('activation codes on %s', (backend) => {
     expect(await levelOf(b)).toBe(2);
     expect((await b.req({ url: '/tenant' })).statusCode).toBe(401);
     // Even where the tenant lets level 2 do admin work, a code alone is no administrator.
-    await patchTenant(s, { IntegrityAdmin: 2 });
+    await setTenant(s, { IntegrityAdmin: 2 });
     try {
       const c = new Browser(s, { ip: freshIp() });
       await c.post('/auth/email', { email: admin.email });
@@ -94,7 +85,7 @@ describe.each(backends())('activation codes on %s', (backend) => {
       expect((await c.post('/auth/password', { password: PW })).statusCode).toBe(204);
       expect((await c.req({ url: '/tenant' })).statusCode).toBe(200);
     } finally {
-      await patchTenant(s, { IntegrityAdmin: 3 });
+      await setTenant(s, { IntegrityAdmin: 3 });
     }
   });
 
@@ -162,7 +153,7 @@ describe.each(backends())('activation codes on %s', (backend) => {
   });
 
   it('a new user with a general code enrols factors, activates, and then signs in with them', async () => {
-    await patchTenant(s, { RequireActivationCode: true });
+    await setTenant(s, { RequireActivationCode: true });
     try {
       const fresh = await account(s, { password: false, active: false, tag: 'fresh' });
       const general = code('general');
@@ -198,7 +189,7 @@ describe.each(backends())('activation codes on %s', (backend) => {
       const c = await signIn(s, { ...fresh, totp: secret }, { password: true, totp: true });
       expect(await levelOf(c)).toBe(3);
     } finally {
-      await patchTenant(s, { RequireActivationCode: false });
+      await setTenant(s, { RequireActivationCode: false });
     }
   });
 

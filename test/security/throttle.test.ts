@@ -4,7 +4,7 @@ import { authDb } from '../../src/auth/session/db.js';
 import { ADDRESS_POLICY, type ThrottlePolicy, USER_POLICY } from '../../src/auth/throttle.js';
 import { Browser } from '../auth/client.js';
 import { backends, startTestService, type TestService } from '../helpers.js';
-import { type Account, account, PIN, PW, signIn, totpCode } from './signin-kit.js';
+import { type Account, account, PIN, PW, signIn, totpCode, wrongTotp } from '../kit/index.js';
 
 /**
  * Finding 9: any correct factor cleared the user's failure counter, and a counter in its wait
@@ -26,12 +26,6 @@ function budget(elapsedMs: number, p: ThrottlePolicy = USER_POLICY): number {
   }
   return n;
 }
-
-/** A TOTP code that is not valid now (outside the ±1 step window). */
-const wrongTotp = (secret: string) => {
-  const valid = new Set([-1, 0, 1].map((k) => totpCode(secret, k)));
-  for (let k = 5; ; k++) if (!valid.has(totpCode(secret, k))) return totpCode(secret, k);
-};
 
 describe.each(backends())('per-factor regulation on %s', (backend) => {
   let s: TestService;
