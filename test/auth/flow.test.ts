@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { signIntent } from '../../src/auth/intents.js';
 import { authDb } from '../../src/auth/session/db.js';
 import { backends, startTestService, type TestService } from '../helpers.js';
+import { setTenant } from '../kit/index.js';
 import { Browser, makeUser, signedIn } from './client.js';
 
 const HTTP_DATE = /^[A-Z][a-z]{2}, \d{2} [A-Z][a-z]{2} \d{4} \d{2}:\d{2}:\d{2} GMT$/;
@@ -288,14 +289,7 @@ describe.each(backends())('sign-in flow endpoints on %s', (backend) => {
   });
 
   it('activation: 403 when a code is required and missing or invalid; 204 with a valid one; uses and expiry count', async () => {
-    const tenant = await s.req({ method: 'GET', url: '/tenant' });
-    const put = await s.req({
-      method: 'PUT',
-      url: '/tenant',
-      headers: { 'if-match': String(tenant.headers.etag) },
-      payload: { ...(tenant.json() as object), RequireActivationCode: true },
-    });
-    expect(put.statusCode).toBe(204);
+    await setTenant(s, { RequireActivationCode: true });
     try {
       const e = email();
       const id = await makeUser(s, { email: e, active: false });
@@ -326,13 +320,7 @@ describe.each(backends())('sign-in flow endpoints on %s', (backend) => {
       await c.post('/auth/email', { email: e2 });
       expect((await c.post('/auth/activation_code', { code: 'welcome-123456' })).statusCode).toBe(403);
     } finally {
-      const t = await s.req({ method: 'GET', url: '/tenant' });
-      await s.req({
-        method: 'PUT',
-        url: '/tenant',
-        headers: { 'if-match': String(t.headers.etag) },
-        payload: { ...(t.json() as object), RequireActivationCode: false },
-      });
+      await setTenant(s, { RequireActivationCode: false });
     }
   });
 

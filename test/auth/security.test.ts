@@ -5,6 +5,7 @@ import { signIntent } from '../../src/auth/intents.js';
 import { authDb } from '../../src/auth/session/db.js';
 import { createSession, mutateSession } from '../../src/auth/session/sessions.js';
 import { backends, startTestService, type TestService } from '../helpers.js';
+import { setTenant } from '../kit/index.js';
 import { Browser, makeUser, signedIn } from './client.js';
 
 const PW = 'correct horse battery staple';
@@ -239,21 +240,9 @@ describe.each(backends())('sign-in security on %s', (backend) => {
     // PIN is the same kind as a password: still one factor.
     await b.post('/auth/pin', { code: '8642' });
     expect((await b.req({ url: '/tenant' })).statusCode).toBe(401);
-    const t = await s.req({ url: '/tenant' });
-    await s.req({
-      method: 'PUT',
-      url: '/tenant',
-      headers: { 'if-match': String(t.headers.etag) },
-      payload: { ...(t.json() as object), IntegrityAdmin: 2 },
-    });
+    await setTenant(s, { IntegrityAdmin: 2 });
     expect((await b.req({ url: '/tenant' })).statusCode).toBe(200);
-    const t2 = await s.req({ url: '/tenant' });
-    await s.req({
-      method: 'PUT',
-      url: '/tenant',
-      headers: { 'if-match': String(t2.headers.etag) },
-      payload: { ...(t2.json() as object), IntegrityAdmin: 3 },
-    });
+    await setTenant(s, { IntegrityAdmin: 3 });
   });
 
   it('anonymous API requests get 401 with an intent; a disabled user loses the session', async () => {

@@ -6,6 +6,7 @@ import { loadServiceConfig } from '../../src/config/index.js';
 import { checkMembership } from '../../src/groups/check.js';
 import { makeUser } from '../auth/client.js';
 import { backends, startTestService, type TestService } from '../helpers.js';
+import { setTenant } from '../kit/index.js';
 import { create } from './fixture.js';
 
 const CHROMIUM = '/usr/bin/chromium';
@@ -27,14 +28,7 @@ describe.each(backends())('access request in headless Chromium on %s', (backend)
     });
     await new Promise<void>((r) => app.listen(0, '127.0.0.1', r));
     appOrigin = `http://127.0.0.1:${(app.address() as AddressInfo).port}`;
-    const tenant = await s.req({ method: 'GET', url: '/tenant' });
-    const put = await s.req({
-      method: 'PUT',
-      url: '/tenant',
-      headers: { 'if-match': tenant.headers.etag as string },
-      payload: { ...(tenant.json() as Record<string, unknown>), AllowedReturnOrigins: [appOrigin] },
-    });
-    expect(put.statusCode, put.body).toBe(204);
+    await setTenant(s, { AllowedReturnOrigins: [appOrigin] });
     browser = await chromium.launch({ executablePath: CHROMIUM, args: ARGS });
   });
   afterAll(async () => {

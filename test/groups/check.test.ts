@@ -5,6 +5,7 @@ import { allowedNext, checkMembership, markUsed } from '../../src/groups/check.j
 import { Membership } from '../../src/groups/membership.js';
 import { sweepMemberships } from '../../src/groups/sweep.js';
 import { backends, jsonLines, startTestService, type TestService } from '../helpers.js';
+import { setTenant } from '../kit/index.js';
 import { create, op, person } from './fixture.js';
 
 describe.each(backends())('membership check, lists and expiry on %s', (backend) => {
@@ -26,18 +27,10 @@ describe.each(backends())('membership check, lists and expiry on %s', (backend) 
     // Alice is an active member of b only; approved (not active) in c.
     await op(s, 'add', b, alice.id);
     await op(s, 'add', c, alice.id);
-    const tenant = await s.req({ method: 'GET', url: '/tenant' });
-    const put = await s.req({
-      method: 'PUT',
-      url: '/tenant',
-      headers: { 'if-match': tenant.headers.etag as string },
-      payload: {
-        ...(tenant.json() as Record<string, unknown>),
-        SigninURL: 'https://id.example.com/signin',
-        AllowedReturnOrigins: ['https://app.example.com'],
-      },
+    await setTenant(s, {
+      SigninURL: 'https://id.example.com/signin',
+      AllowedReturnOrigins: ['https://app.example.com'],
     });
-    expect(put.statusCode, put.body).toBe(204);
   });
   afterAll(async () => s?.close());
 

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Membership } from '../../src/groups/membership.js';
 import { Browser, makeUser, signedIn } from '../auth/client.js';
 import { backends, startTestService, type TestService } from '../helpers.js';
+import { setTenant } from '../kit/index.js';
 import { create } from './fixture.js';
 
 /** A user with a password, and a browser stand-in signed in as them (one factor). */
@@ -15,17 +16,7 @@ describe.each(backends())('access-request pages on %s', (backend) => {
   let s: TestService;
   beforeAll(async () => {
     s = await startTestService(backend);
-    const tenant = await s.req({ method: 'GET', url: '/tenant' });
-    const put = await s.req({
-      method: 'PUT',
-      url: '/tenant',
-      headers: { 'if-match': tenant.headers.etag as string },
-      payload: {
-        ...(tenant.json() as Record<string, unknown>),
-        AllowedReturnOrigins: ['https://app.example.com'],
-      },
-    });
-    expect(put.statusCode, put.body).toBe(204);
+    await setTenant(s, { AllowedReturnOrigins: ['https://app.example.com'] });
   });
   afterAll(async () => s?.close());
 

@@ -24,6 +24,7 @@ import { makeUser, signedIn } from '../auth/client.js';
 import { EventClient } from '../events/client.js';
 import { create, person } from '../groups/fixture.js';
 import { backends, startTestService, type TestService } from '../helpers.js';
+import { setTenant } from '../kit/index.js';
 
 describe.each(backends())('event stream, second afternoon, on %s', (backend) => {
   let s: TestService;
@@ -133,14 +134,7 @@ describe.each(backends())('event stream, second afternoon, on %s', (backend) => 
 
   it("a demoted administrator's session stream ends at once and receives nothing more", async () => {
     // Administrators with one factor (password) for this test: IntegrityAdmin 2.
-    const tenant = await s.req({ url: '/tenant' });
-    const put = await s.req({
-      method: 'PUT',
-      url: '/tenant',
-      headers: { 'if-match': String(tenant.headers.etag) },
-      payload: { ...(tenant.json() as Record<string, unknown>), IntegrityAdmin: 2 },
-    });
-    expect(put.statusCode, put.body).toBe(204);
+    await setTenant(s, { IntegrityAdmin: 2 });
     const email = 'demoted-admin@example.com';
     const password = 'pw-demoted-admin-long-enough';
     const id = await makeUser(s, { email, password, admin: true });
@@ -177,16 +171,8 @@ describe.each(backends())('event stream, second afternoon, on %s', (backend) => 
     c.send({ Kind: 'Group' });
     await c.caughtUp('Group');
     const keyed = await connect((await person(s, 'KeyHolder')).key);
-    const setRead = async (level: number) => {
-      const tenant = await s.req({ url: '/tenant' });
-      const put = await s.req({
-        method: 'PUT',
-        url: '/tenant',
-        headers: { 'if-match': String(tenant.headers.etag) },
-        payload: { ...(tenant.json() as Record<string, unknown>), IntegrityRead: level },
-      });
-      expect([204, 304], put.body).toContain(put.statusCode); // 304: already that level
-    };
+    // 304: already that level.
+    const setRead = (level: number) => setTenant(s, { IntegrityRead: level }, [204, 304]);
     // A change that leaves the stream's level enough closes nothing.
     await setRead(2);
     await new Promise((r) => setTimeout(r, 200));

@@ -9,6 +9,7 @@ import type { LightMyRequestResponse } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Browser, makeUser, signedIn } from '../auth/client.js';
 import { backends, jsonLines, startTestService, type TestService } from '../helpers.js';
+import { setTenant } from '../kit/index.js';
 
 const PW = 'correct horse battery staple';
 
@@ -41,14 +42,7 @@ describe.each(backends())('privilege-bearing fields on %s', (backend) => {
     const auditor = await makeUser(s, { email: 'auditor@example.com' });
     const boss = await makeUser(s, { email: 'boss@example.com', password: PW, admin: true });
     // IntegrityAdmin 2: a password session is an administrator's, an e-mail-only one (level 1) is below.
-    const t = await s.req({ method: 'GET', url: '/tenant' });
-    const tenant = await s.req({
-      method: 'PUT',
-      url: '/tenant',
-      payload: { ...(t.json() as object), IntegrityAdmin: 2, IntegrityRead: 1 },
-      headers: { 'if-match': t.headers.etag as string },
-    });
-    expect(tenant.statusCode, tenant.body).toBe(204);
+    await setTenant(s, { IntegrityAdmin: 2, IntegrityRead: 1 });
     callers.push(
       viaKey('user key', await s.keyFor(['user'], plain), plain),
       viaKey('audit key', await s.keyFor(['audit'], auditor), auditor),

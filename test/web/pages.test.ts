@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { backends, startTestService, type TestService } from '../helpers.js';
+import { setTenant } from '../kit/index.js';
 
 /** The return URL the page will send the browser to (data-return), '' when refused. */
 const returnOf = (html: string) =>
@@ -9,14 +10,7 @@ describe.each(backends())('sign-in pages on %s', (backend) => {
   let s: TestService;
   beforeAll(async () => {
     s = await startTestService(backend);
-    const t = await s.req({ url: '/tenant' });
-    const put = await s.req({
-      method: 'PUT',
-      url: '/tenant',
-      headers: { 'if-match': String(t.headers.etag) },
-      payload: { ...(t.json() as object), AllowedReturnOrigins: ['https://app.example.com'] },
-    });
-    expect(put.statusCode).toBe(204);
+    await setTenant(s, { AllowedReturnOrigins: ['https://app.example.com'] });
   });
   afterAll(async () => s?.close());
 
