@@ -1,3 +1,8 @@
+// Why ~470 lines: ObjectStore's reads and writes share private machinery (the compiled-SQL cache
+// and its synchronous SQLite reader, the write transaction with its PostgreSQL lock, NOTIFY and
+// 'commit' event, the change-log append that gives every write its ETag); splitting reads from
+// writes would make it public across files. The list SQL (listquery.ts) and what a write takes from
+// its type's declaration (typerules.ts) stand apart.
 import { randomBytes, randomInt } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { type Compilable, CompiledQuery, type Kysely, sql, type Transaction } from 'kysely';
@@ -6,6 +11,7 @@ import { type Doc, normalize } from '../schema/fields.js';
 import type { Actor, ObjectType } from '../schema/type.js';
 import type { Database, Db } from './db.js';
 import { type ListPage, type ListQuery, listObjects } from './listquery.js';
+import { allWritable, checkRefs, keysOf, prepare, writeKeys } from './typerules.js';
 
 export type { ListPage } from './listquery.js';
 
@@ -187,9 +193,9 @@ export class ObjectStore {
       if (id !== undefined && (await this.row(tx, type, id))) {
         throw new ApiError('Conflict', `${type.kind} ${objectId} already exists`);
       }
-      const prepared = await this.prepare(type, input, undefined, {}, actor);
+      const prepared = await prepare(type, input, undefined, {}, actor);
       prepared.doc.ID = objectId;
-      await this.checkRefs(tx, type, prepared.doc, undefined);
+      await checkRefs(tx, type, prepared.doc, undefined);
       const obj = await this.insert(tx, type, objectId, prepared.doc, prepared.secret);
       return { obj, response: prepared.response };
     });
@@ -217,9 +223,9 @@ export class ObjectStore {
           },
         );
       }
-      const prepared = await this.prepare(type, input, current.doc, current.secret, actor);
+      const prepared = await prepare(type, input, current.doc, current.secret, actor);
       prepared.doc.ID = id;
-      await this.checkRefs(tx, type, prepared.doc, current.doc);
+      await checkRefs(tx, type, prepared.doc, current.doc);
       const data = JSON.stringify(prepared.doc);
       if (data === current.data && JSON.stringify(prepared.secret) === JSON.stringify(current.secret)) {
         return { obj: current, changed: false };
@@ -375,93 +381,6 @@ export class ObjectStore {
     return found;
   }
 
-  /** Reference fields must name existing objects; unchanged values are not re-checked. */
-  private async checkRefs(tx: Tx, type: ObjectType, doc: Doc, previous: Doc | undefined) {
-    for (const [name, field] of Object.entries(type.fields)) {
-      if ((field.kind !== 'string' && field.kind !== 'strings') || !field.ref) continue;
-      const value = doc[name];
-      const ids = (Array.isArray(value) ? value : [value]).filter(
-        (v): v is string => typeof v === 'string' && v !== '',
-      );
-      const before = previous?.[name];
-      const old = new Set(Array.isArray(before) ? before : [before]);
-      for (const id of ids) {
-        if (old.has(id)) continue;
-        const found = await tx
-          .selectFrom('objects')
-          .select('id')
-          .where('type', '=', field.ref)
-          .where('id', '=', id)
-          .executeTakeFirst();
-        if (!found)
-          throw new ApiError('InvalidField', `${name}: ${field.ref} ${id} does not exist`, { field: name });
-      }
-    }
-  }
-
-  private async prepare(
-    type: ObjectType,
-    input: unknown,
-    previous: Doc | undefined,
-    secret: Doc,
-    actor?: Actor,
-  ) {
-    const writable = type.writeOnly ? { ...type.fields, ...type.writeOnly } : type.fields;
-    const doc = normalize(writable, input, previous);
-    for (const name of Object.keys(type.writeOnly ?? {})) delete doc[name];
-    const ctx = {
-      doc,
-      input: input as Doc,
-      secret: { ...secret },
-      previous,
-      isCreate: previous === undefined,
-      actor,
-      response: undefined as Doc | undefined,
-    };
-    await type.prepare?.(ctx);
-    return ctx;
-  }
-
-  private keysOf(type: ObjectType, doc: Doc, secret: Doc): Map<string, string> {
-    const keys = new Map<string, string>();
-    for (const name of type.unique ?? []) {
-      const v = doc[name];
-      if (typeof v === 'string' && v !== '') keys.set(name, v.toLowerCase());
-    }
-    for (const [k, v] of Object.entries(type.lookupKeys?.(doc, secret) ?? {})) keys.set(k, v);
-    return keys;
-  }
-
-  private async writeKeys(
-    tx: Tx,
-    type: ObjectType,
-    id: string,
-    keys: Map<string, string>,
-    oldKeys: Map<string, string>,
-  ) {
-    const same = keys.size === oldKeys.size && [...keys].every(([k, v]) => oldKeys.get(k) === v);
-    if (same) return;
-    for (const [name, value] of keys) {
-      const owner = await tx
-        .selectFrom('object_keys')
-        .select('id')
-        .where('type', '=', type.kind)
-        .where('name', '=', name)
-        .where('value', '=', value)
-        .executeTakeFirst();
-      if (owner && owner.id !== id) {
-        throw new ApiError('Conflict', `another ${type.kind} already has this ${name}`, { field: name });
-      }
-    }
-    await tx.deleteFrom('object_keys').where('type', '=', type.kind).where('id', '=', id).execute();
-    if (keys.size > 0) {
-      await tx
-        .insertInto('object_keys')
-        .values([...keys].map(([name, value]) => ({ type: type.kind, name, value, id })))
-        .execute();
-    }
-  }
-
   /** Appends to the change log; returns the object's new ETag (random, so it reveals nothing). */
   private async logChange(
     tx: Tx,
@@ -483,7 +402,7 @@ export class ObjectStore {
   private async insert(tx: Tx, type: ObjectType, id: string, doc: Doc, secret: Doc): Promise<StoredObject> {
     const now = Date.now();
     const data = JSON.stringify(doc);
-    await this.writeKeys(tx, type, id, this.keysOf(type, doc, secret), new Map());
+    await writeKeys(tx, type, id, keysOf(type, doc, secret), new Map());
     const etag = await this.logChange(tx, type, id, data, now);
     await this.fixed(
       'insert',
@@ -506,12 +425,12 @@ export class ObjectStore {
   ): Promise<StoredObject> {
     const now = Math.max(Date.now(), current.modifyTime);
     const data = JSON.stringify(doc);
-    await this.writeKeys(
+    await writeKeys(
       tx,
       type,
       current.id,
-      this.keysOf(type, doc, secret),
-      this.keysOf(type, current.doc, current.secret),
+      keysOf(type, doc, secret),
+      keysOf(type, current.doc, current.secret),
     );
     this.altered.get(tx)?.add(type.kind);
     const etag = await this.logChange(tx, type, current.id, data, now);
@@ -552,14 +471,3 @@ function toStored(row: StoredRow): StoredObject {
 
 const parseSecret = (text: string | null): Doc => (text ? (JSON.parse(text) as Doc) : {});
 const secretText = (s: Doc) => (Object.keys(s).length > 0 ? JSON.stringify(s) : null);
-
-function allWritable(type: ObjectType) {
-  const strip = (fields: ObjectType['fields']): ObjectType['fields'] =>
-    Object.fromEntries(
-      Object.entries(fields).map(([k, f]) => [
-        k,
-        f.kind === 'object' ? { ...f, readOnly: false, fields: strip(f.fields) } : { ...f, readOnly: false },
-      ]),
-    );
-  return strip(type.fields);
-}
