@@ -2,29 +2,19 @@ import { type KeyObject, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
-import type { AuthMode, ProxyConfig } from '../config/proxy.js';
+import type { ProxyConfig } from '../config/proxy.js';
 import { routeFor } from '../config/routing.js';
 import { declaresBody, limitUnusedBody } from '../core/unusedbody.js';
-import { BACKCHANNEL, PROXY_PATHS, PROXY_TOKEN_PATTERN, type WireIdentity } from '../wire/proxy.js';
+import { PROXY_PATHS, type WireIdentity } from '../wire/proxy.js';
 import { type AuthBackend, BackendError } from './backend.js';
-import {
-  COOKIE_NAME,
-  CookieSigner,
-  cookieHeader,
-  RenewalCache,
-  readCookie,
-  STATE_COOKIE,
-  stripOwnCookies,
-} from './cookie.js';
-import { ApiKeyCache, forwardableAuthorization, keyInQuery, presentedCredential } from './credentials.js';
+import { COOKIE_NAME, type CookieSigner, readCookie, STATE_COOKIE, stripOwnCookies } from './cookie.js';
+import { type ApiKeyCache, forwardableAuthorization } from './credentials.js';
 import { HttpError, rawResponse, sendError, upstreamError } from './errors.js';
 import { HostRoutes, type Learned } from './hosts.js';
 import {
   connectionTokens,
   HOP,
-  headerText,
   hostOf,
-  isBrowser,
   isReserved,
   listenerOrigin,
   readBody,
@@ -32,26 +22,10 @@ import {
   requestTarget,
   safeReturnPath,
 } from './http.js';
+import { type AuthOutcome, IdentityResolver, identityHeaders, refuse } from './identity.js';
 import { Relay } from './relay.js';
 import { isWebsocketUpgrade, rawError, UpgradeRelay } from './upgrade.js';
 import { UpstreamPool, type UpstreamTarget, upstreamTarget } from './upstream/pool.js';
-
-export interface Identified {
-  identity: WireIdentity;
-  authType: 'bearer' | 'session';
-  /** A renewed session cookie to set on the response. */
-  setCookie?: string;
-}
-
-type AuthOutcome =
-  | {
-      ok: true;
-      who: Identified | undefined;
-      clearCookie?: boolean;
-      /** Mode `none`: the client's Authorization is the application's (unless it holds our key). */
-      appAuthorization?: true;
-    }
-  | { ok: false; status: number; code: string; message: string; headers?: Record<string, string> };
 
 interface InFlight {
   identity: WireIdentity | undefined;
@@ -89,16 +63,14 @@ export class AccessProxy {
   readonly appId: string | undefined;
   readonly keys: ApiKeyCache;
   readonly signer: CookieSigner;
-  /** Renewed session proofs by the expired cookie they replace. */
-  private readonly renewals = new RenewalCache();
+  /** Who requests are for: API keys, session cookies, the sign-in handshake (src/proxy/identity.ts). */
+  private readonly identity: IdentityResolver;
   private readonly pool: UpstreamPool;
   private readonly inflight = new Map<string, InFlight>();
   /** The last response started on each client connection (pipelined responses go out in order). */
   private readonly lastResponse = new WeakMap<object, ServerResponse>();
   private readonly upstreams = new Map<string, { target: UpstreamTarget; base: string }>();
   private readonly log: Logger;
-  /** Set when the service refused our token: requests needing a user fail with this message. */
-  tokenProblem: string | undefined;
   /** The first request's host, when proxy.name is unset. */
   learnedName: string | undefined;
   onFirstHost: ((host: string) => void) | undefined;
@@ -111,12 +83,19 @@ export class AccessProxy {
     this.config = opts.config;
     this.routes = new HostRoutes(opts.config, undefined);
     this.log = opts.logger;
-    const m = PROXY_TOKEN_PATTERN.exec(opts.config.auth.token);
-    this.appId = m?.[1];
-    if (opts.config.auth.token === '') this.tokenProblem = 'auth.token is not set';
-    else if (!m) this.tokenProblem = 'auth.token is not a proxy token (expected gp.<app id>.<secret>)';
-    this.keys = new ApiKeyCache(() => opts.backend);
-    this.signer = new CookieSigner(opts.cookieKey, `gatehouse-proxy:${this.appId ?? ''}`, opts.cookieTtlS);
+    this.identity = new IdentityResolver({
+      token: opts.config.auth.token,
+      backend: opts.backend,
+      logger: opts.logger,
+      cookieKey: opts.cookieKey,
+      secure: opts.secure,
+      cookieTtlS: opts.cookieTtlS,
+      config: () => this.config,
+      originOf: (req) => this.originOf(req),
+    });
+    this.appId = this.identity.appId;
+    this.keys = this.identity.keys;
+    this.signer = this.identity.signer;
     const timeout = opts.upstreamTimeoutMs ?? 60_000;
     this.pool = new UpstreamPool({
       keepAliveMs: 30_000,
@@ -143,6 +122,15 @@ export class AccessProxy {
     this.lastPort = -1;
     // VirtualHost upstreams may have changed: keep parsed URLs for the current settings only.
     this.upstreams.clear();
+  }
+
+  /** Set when the service refused our token: requests needing a user fail with this message. */
+  get tokenProblem(): string | undefined {
+    return this.identity.tokenProblem;
+  }
+
+  set tokenProblem(problem: string | undefined) {
+    this.identity.tokenProblem = problem;
   }
 
   get inFlightCount() {
@@ -228,7 +216,7 @@ export class AccessProxy {
     this.learnHost(req);
     if (path.startsWith(PROXY_PATHS.base)) return this.internal(req, res, path, query);
     const route = routeFor(this.config, path, this.routes.defaultsFor(req.headers.host));
-    const auth = this.authenticate(req, route.auth);
+    const auth = this.identity.authenticate(req, route.auth);
     if (auth instanceof Promise)
       return auth.then((a) => this.forward(req, res, route.upstream, path, query, a));
     this.forward(req, res, route.upstream, path, query, auth);
@@ -243,7 +231,7 @@ export class AccessProxy {
     query: string,
     auth: AuthOutcome,
   ) {
-    if (!auth.ok) return this.refuse(req, res, auth);
+    if (!auth.ok) return refuse(req, res, auth);
     // Authentication may have waited on the service. A client gone meanwhile has had its 'close'
     // already: nothing would ever end the exchange or invalidate its access-check URL.
     if (res.destroyed) return;
@@ -260,7 +248,7 @@ export class AccessProxy {
       who?.setCookie || auth.clearCookie
         ? [
             ...(who?.setCookie ? [who.setCookie] : []),
-            ...(auth.clearCookie ? [this.cookie(COOKIE_NAME, '', 0)] : []),
+            ...(auth.clearCookie ? [this.identity.cookie(COOKIE_NAME, '', 0)] : []),
           ]
         : undefined;
     const relay = new Relay(res, extraCookies, (e) => this.fail(req, res, e));
@@ -314,7 +302,7 @@ export class AccessProxy {
     // Node passes the body of an upgrade request on unframed, as if it were tunnel data.
     if (declaresBody(req)) throw new HttpError(400, 'Bad Request', 'an upgrade request cannot have a body');
     const route = routeFor(this.config, path, this.routes.defaultsFor(req.headers.host));
-    const auth = await this.authenticate(req, route.auth);
+    const auth = await this.identity.authenticate(req, route.auth);
     if (!auth.ok) {
       rawResponse(
         socket,
@@ -334,7 +322,7 @@ export class AccessProxy {
     if (websocket) lines += 'connection: Upgrade\r\nupgrade: websocket\r\n';
     const cookies = [
       ...(auth.who?.setCookie ? [auth.who.setCookie] : []),
-      ...(auth.clearCookie ? [this.cookie(COOKIE_NAME, '', 0)] : []),
+      ...(auth.clearCookie ? [this.identity.cookie(COOKIE_NAME, '', 0)] : []),
     ];
     const relay = new UpgradeRelay(
       socket,
@@ -354,156 +342,6 @@ export class AccessProxy {
       },
       head,
     );
-  }
-
-  // ---- identity -----------------------------------------------------------------------------
-
-  /** Synchronous for cached API keys and cookies; a promise when the service must be asked. */
-  private authenticate(req: IncomingMessage, mode: AuthMode): AuthOutcome | Promise<AuthOutcome> {
-    if (keyInQuery(req.url))
-      return {
-        ok: false,
-        status: 400,
-        code: 'Bad Request',
-        message: 'an API key in the URL is not accepted here: send it as "Authorization: Bearer <key>"',
-      };
-    if (mode === 'none') return { ok: true, who: undefined, appAuthorization: true };
-    const presented = presentedCredential(req.headers.authorization);
-    if (presented.kind === 'key') {
-      if (this.tokenProblem) return this.unavailable();
-      const known = this.keys.lookup(presented.key);
-      if (!(known instanceof Promise)) return { ok: true, who: { identity: known, authType: 'bearer' } };
-      return this.keyOutcome(known);
-    }
-    const cookie = readCookie(req.headers.cookie, COOKIE_NAME);
-    if (cookie) {
-      const proof = this.signer.cached(cookie);
-      if (proof) return { ok: true, who: { identity: proof.identity, authType: 'session' } };
-      const renewed = this.renewals.get(cookie);
-      if (renewed)
-        return {
-          ok: true,
-          who: { identity: renewed.identity, authType: 'session', setCookie: renewed.setCookie },
-        };
-    }
-    return this.authenticateSlow(req, mode, cookie);
-  }
-
-  private async keyOutcome(pending: Promise<WireIdentity>): Promise<AuthOutcome> {
-    try {
-      const identity = await pending;
-      return { ok: true, who: { identity, authType: 'bearer' } };
-    } catch (e) {
-      if (e instanceof BackendError && e.refused)
-        return {
-          ok: false,
-          status: 401,
-          code: 'Unauthenticated',
-          message: `the API key was refused: ${e.message}`,
-          headers: { 'www-authenticate': 'Bearer realm="gatehouse", error="invalid_token"' },
-        };
-      return this.backendDown(e);
-    }
-  }
-
-  private async authenticateSlow(
-    req: IncomingMessage,
-    mode: AuthMode,
-    cookie: string | undefined,
-  ): Promise<AuthOutcome> {
-    let clearCookie = false;
-    if (cookie) {
-      const v = await this.signer.verify(cookie);
-      if (v.ok) return { ok: true, who: { identity: v.proof.identity, authType: 'session' } };
-      if (v.expired) {
-        if (this.tokenProblem) return this.unavailable();
-        try {
-          const r = await this.renewals.renew(cookie, async () => {
-            const identity = await this.opts.backend.session(v.sessionId);
-            const signed = await this.signer.sign(identity);
-            return { identity, exp: signed.exp, setCookie: this.sessionCookie(signed.token, identity) };
-          });
-          return { ok: true, who: { identity: r.identity, authType: 'session', setCookie: r.setCookie } };
-        } catch (e) {
-          if (!(e instanceof BackendError && e.refused)) return this.backendDown(e);
-        }
-      }
-      clearCookie = true;
-    }
-    if (mode === 'optional') return { ok: true, who: undefined, clearCookie };
-    if (isBrowser(req)) {
-      if (this.tokenProblem) return this.unavailable();
-      const { location, setCookie } = this.signinRedirect(req, req.url ?? '/');
-      return {
-        ok: false,
-        status: 302,
-        code: 'Sign In Required',
-        message: 'sign in to continue',
-        headers: { location, 'set-cookie': setCookie, 'cache-control': 'no-store' },
-      };
-    }
-    return {
-      ok: false,
-      status: 401,
-      code: 'Unauthenticated',
-      message: 'authentication required: sign in, or send an API key as "Authorization: Bearer <key>"',
-      headers: { 'www-authenticate': 'Bearer realm="gatehouse", Basic realm="gatehouse"' },
-    };
-  }
-
-  private unavailable(): AuthOutcome {
-    return {
-      ok: false,
-      status: 503,
-      code: 'Proxy Not Authorized',
-      message: `this proxy cannot authenticate users: ${this.tokenProblem}`,
-    };
-  }
-
-  private backendDown(e: unknown): AuthOutcome {
-    if (e instanceof BackendError && e.proxyRejected) {
-      this.tokenProblem = `the service refused auth.token (${e.message})`;
-      this.log.error({ reason: e.message }, 'the service refused auth.token: no user can be authenticated');
-      return this.unavailable();
-    }
-    this.log.warn({ err: String(e) }, 'the service could not be asked');
-    return {
-      ok: false,
-      status: 503,
-      code: 'Service Unavailable',
-      message: 'the identity service cannot be reached',
-    };
-  }
-
-  /** Starts the sign-in handshake: a state cookie here, the browser to the service with our callback URL. */
-  private signinRedirect(req: IncomingMessage, returnTo: string) {
-    const state = randomBytes(18).toString('base64url');
-    const back = safeReturnPath(returnTo);
-    const callback = `${this.originOf(req)}${PROXY_PATHS.callback}`;
-    const params = new URLSearchParams({ app: this.appId ?? '', state, return: callback });
-    const location = `${this.opts.backend.publicUrl}${BACKCHANNEL}/signin?${params}`;
-    const setCookie = this.cookie(
-      STATE_COOKIE,
-      `${state}.${Buffer.from(back).toString('base64url')}`,
-      600,
-      PROXY_PATHS.base,
-    );
-    return { location, setCookie };
-  }
-
-  private cookie(name: string, value: string, maxAge: number, path = '/') {
-    return cookieHeader(name, value, {
-      maxAge,
-      secure: this.opts.secure,
-      domain: this.config.proxy.cookiedomain,
-      path,
-    });
-  }
-
-  /** The session cookie lives as long as the service session; the proof inside expires much sooner. */
-  private sessionCookie(signed: string, identity: WireIdentity) {
-    const until = identity.Expires ? Date.parse(identity.Expires) : Date.now() + 86_400_000;
-    return this.cookie(COOKIE_NAME, signed, Math.max(1, Math.floor((until - Date.now()) / 1000)));
   }
 
   /**
@@ -557,10 +395,10 @@ export class AccessProxy {
       return this.accessCheck(req, res, path.slice(PROXY_PATHS.accessCheck.length));
     if (path === PROXY_PATHS.callback) return this.callback(req, res, new URLSearchParams(query.slice(1)));
     if (path === PROXY_PATHS.signin) {
-      if (this.tokenProblem)
-        return this.refuse(req, res, this.unavailable() as Extract<AuthOutcome, { ok: false }>);
+      if (this.identity.tokenProblem)
+        return refuse(req, res, this.identity.unavailable() as Extract<AuthOutcome, { ok: false }>);
       const back = new URLSearchParams(query.slice(1)).get('return') ?? '/';
-      const { location, setCookie } = this.signinRedirect(req, back);
+      const { location, setCookie } = this.identity.signinRedirect(req, back);
       limitUnusedBody(req, res);
       res.writeHead(302, { location, 'set-cookie': setCookie, 'cache-control': 'no-store' });
       return void res.end();
@@ -593,17 +431,17 @@ export class AccessProxy {
           'Bad Request',
           'the sign-in code is invalid or was already used; start again',
         );
-      const out = this.backendDown(e) as Extract<AuthOutcome, { ok: false }>;
+      const out = this.identity.backendDown(e) as Extract<AuthOutcome, { ok: false }>;
       throw new HttpError(out.status, out.code, out.message);
     }
-    const signed = (await this.signer.sign(identity)).token;
+    const signed = (await this.identity.signer.sign(identity)).token;
     limitUnusedBody(req, res);
     res.writeHead(302, {
       location: back,
       'cache-control': 'no-store',
       'set-cookie': [
-        this.sessionCookie(signed, identity),
-        this.cookie(STATE_COOKIE, '', 0, PROXY_PATHS.base),
+        this.identity.sessionCookie(signed, identity),
+        this.identity.cookie(STATE_COOKIE, '', 0, PROXY_PATHS.base),
       ],
     });
     res.end();
@@ -648,7 +486,8 @@ export class AccessProxy {
       location = signin;
       body = groups.map((g) => ({ GroupID: g, StatusCode: 401, Location: signin }));
     } else {
-      if (this.tokenProblem) throw new HttpError(503, 'Proxy Not Authorized', this.tokenProblem);
+      if (this.identity.tokenProblem)
+        throw new HttpError(503, 'Proxy Not Authorized', this.identity.tokenProblem);
       try {
         const r = await this.opts.backend.accessCheck({
           UserID: entry.identity.UserID,
@@ -660,7 +499,7 @@ export class AccessProxy {
         location = r.Satisfied ? undefined : r.Location;
         body = r.Results;
       } catch (e) {
-        const out = this.backendDown(e) as Extract<AuthOutcome, { ok: false }>;
+        const out = this.identity.backendDown(e) as Extract<AuthOutcome, { ok: false }>;
         if (e instanceof BackendError && e.refused) throw new HttpError(400, 'Bad Request', e.message);
         throw new HttpError(out.status, out.code, out.message);
       }
@@ -675,11 +514,6 @@ export class AccessProxy {
   }
 
   // ---- responses ----------------------------------------------------------------------------
-
-  /** The body of a refused request is not forwarded: sendError reads at most a bounded part of it. */
-  private refuse(req: IncomingMessage, res: ServerResponse, out: Extract<AuthOutcome, { ok: false }>) {
-    sendError(req, res, out.status, out.code, out.message, out.headers);
-  }
 
   private fail(req: IncomingMessage, res: ServerResponse, e: unknown) {
     const err =
@@ -739,36 +573,6 @@ function newToken(): string {
   pool.fill(0, poolAt, poolAt + 24);
   poolAt += 24;
   return t;
-}
-
-/** The identity header lines of an identity, one block per X-Service-Auth-Type value. */
-type IdentityHeaders = Record<Identified['authType'], string>;
-
-/**
- * The identity header lines, computed once per identity object: the API key and cookie caches
- * hand out the same (never modified) object for every request of a user.
- */
-const identityHeaderCache = new WeakMap<WireIdentity, IdentityHeaders>();
-
-function identityHeaders(id: WireIdentity): IdentityHeaders {
-  let h = identityHeaderCache.get(id);
-  if (!h) {
-    const email = headerText(id.Email);
-    const common =
-      `x-service-user-name: ${headerText(id.UserName)}\r\n` +
-      `x-service-email: ${email}\r\n` +
-      `x-service-full-name: ${headerText(id.FullName)}\r\n` +
-      `x-service-user: ${headerText(id.UserID)}\r\n` +
-      (id.Expires ? `x-service-session-expires: ${new Date(id.Expires).toUTCString()}\r\n` : '') +
-      `x-remote-user: ${email}\r\n` +
-      `authorization: Basic ${Buffer.from(`${id.Email}:`, 'utf8').toString('base64')}\r\n`;
-    h = {
-      bearer: `${common}x-service-auth-type: bearer\r\n`,
-      session: `${common}x-service-auth-type: session\r\n`,
-    };
-    identityHeaderCache.set(id, h);
-  }
-  return h;
 }
 
 function constantEqual(a: string, b: string): boolean {

@@ -1,0 +1,253 @@
+import { type KeyObject, randomBytes } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Logger } from 'pino';
+import type { AuthMode, ProxyConfig } from '../config/proxy.js';
+import { BACKCHANNEL, PROXY_PATHS, PROXY_TOKEN_PATTERN, type WireIdentity } from '../wire/proxy.js';
+import { type AuthBackend, BackendError } from './backend.js';
+import { COOKIE_NAME, CookieSigner, cookieHeader, RenewalCache, readCookie, STATE_COOKIE } from './cookie.js';
+import { ApiKeyCache, keyInQuery, presentedCredential } from './credentials.js';
+import { sendError } from './errors.js';
+import { headerText, isBrowser, safeReturnPath } from './http.js';
+
+export interface Identified {
+  identity: WireIdentity;
+  authType: 'bearer' | 'session';
+  /** A renewed session cookie to set on the response. */
+  setCookie?: string;
+}
+
+export type AuthOutcome =
+  | {
+      ok: true;
+      who: Identified | undefined;
+      clearCookie?: boolean;
+      /** Mode `none`: the client's Authorization is the application's (unless it holds our key). */
+      appAuthorization?: true;
+    }
+  | { ok: false; status: number; code: string; message: string; headers?: Record<string, string> };
+
+/** What identity resolution needs from the proxy around it. */
+export interface IdentityOptions {
+  /** auth.token: the App ID in it names this proxy to the service. */
+  token: string;
+  backend: AuthBackend;
+  logger: Logger;
+  cookieKey: KeyObject;
+  /** Whether clients reach this proxy over TLS (cookies get Secure). */
+  secure: boolean;
+  /** Lifetime of the signed session cookie (seconds). */
+  cookieTtlS?: number;
+  /** The settings in force now (SIGHUP replaces them): cookies take proxy.cookiedomain from them. */
+  config: () => ProxyConfig;
+  /** The proxy's origin as this request reached it: the sign-in callback URL is built from it. */
+  originOf: (req: IncomingMessage) => string;
+}
+
+/**
+ * Who a request is for: an API key (`Authorization: Bearer`) or the signed session cookie, from
+ * the caches when they know it, else asking the service over the back channel (key lookups,
+ * session renewals); and the start of the sign-in handshake that ends with the cookie set.
+ */
+export class IdentityResolver {
+  readonly appId: string | undefined;
+  readonly keys: ApiKeyCache;
+  readonly signer: CookieSigner;
+  /** Renewed session proofs by the expired cookie they replace. */
+  private readonly renewals = new RenewalCache();
+  private readonly log: Logger;
+  /** Set when the service refused our token: requests needing a user fail with this message. */
+  tokenProblem: string | undefined;
+
+  constructor(private readonly opts: IdentityOptions) {
+    this.log = opts.logger;
+    const m = PROXY_TOKEN_PATTERN.exec(opts.token);
+    this.appId = m?.[1];
+    if (opts.token === '') this.tokenProblem = 'auth.token is not set';
+    else if (!m) this.tokenProblem = 'auth.token is not a proxy token (expected gp.<app id>.<secret>)';
+    this.keys = new ApiKeyCache(() => opts.backend);
+    this.signer = new CookieSigner(opts.cookieKey, `gatehouse-proxy:${this.appId ?? ''}`, opts.cookieTtlS);
+  }
+
+  /** Synchronous for cached API keys and cookies; a promise when the service must be asked. */
+  authenticate(req: IncomingMessage, mode: AuthMode): AuthOutcome | Promise<AuthOutcome> {
+    if (keyInQuery(req.url))
+      return {
+        ok: false,
+        status: 400,
+        code: 'Bad Request',
+        message: 'an API key in the URL is not accepted here: send it as "Authorization: Bearer <key>"',
+      };
+    if (mode === 'none') return { ok: true, who: undefined, appAuthorization: true };
+    const presented = presentedCredential(req.headers.authorization);
+    if (presented.kind === 'key') {
+      if (this.tokenProblem) return this.unavailable();
+      const known = this.keys.lookup(presented.key);
+      if (!(known instanceof Promise)) return { ok: true, who: { identity: known, authType: 'bearer' } };
+      return this.keyOutcome(known);
+    }
+    const cookie = readCookie(req.headers.cookie, COOKIE_NAME);
+    if (cookie) {
+      const proof = this.signer.cached(cookie);
+      if (proof) return { ok: true, who: { identity: proof.identity, authType: 'session' } };
+      const renewed = this.renewals.get(cookie);
+      if (renewed)
+        return {
+          ok: true,
+          who: { identity: renewed.identity, authType: 'session', setCookie: renewed.setCookie },
+        };
+    }
+    return this.authenticateSlow(req, mode, cookie);
+  }
+
+  private async keyOutcome(pending: Promise<WireIdentity>): Promise<AuthOutcome> {
+    try {
+      const identity = await pending;
+      return { ok: true, who: { identity, authType: 'bearer' } };
+    } catch (e) {
+      if (e instanceof BackendError && e.refused)
+        return {
+          ok: false,
+          status: 401,
+          code: 'Unauthenticated',
+          message: `the API key was refused: ${e.message}`,
+          headers: { 'www-authenticate': 'Bearer realm="gatehouse", error="invalid_token"' },
+        };
+      return this.backendDown(e);
+    }
+  }
+
+  private async authenticateSlow(
+    req: IncomingMessage,
+    mode: AuthMode,
+    cookie: string | undefined,
+  ): Promise<AuthOutcome> {
+    let clearCookie = false;
+    if (cookie) {
+      const v = await this.signer.verify(cookie);
+      if (v.ok) return { ok: true, who: { identity: v.proof.identity, authType: 'session' } };
+      if (v.expired) {
+        if (this.tokenProblem) return this.unavailable();
+        try {
+          const r = await this.renewals.renew(cookie, async () => {
+            const identity = await this.opts.backend.session(v.sessionId);
+            const signed = await this.signer.sign(identity);
+            return { identity, exp: signed.exp, setCookie: this.sessionCookie(signed.token, identity) };
+          });
+          return { ok: true, who: { identity: r.identity, authType: 'session', setCookie: r.setCookie } };
+        } catch (e) {
+          if (!(e instanceof BackendError && e.refused)) return this.backendDown(e);
+        }
+      }
+      clearCookie = true;
+    }
+    if (mode === 'optional') return { ok: true, who: undefined, clearCookie };
+    if (isBrowser(req)) {
+      if (this.tokenProblem) return this.unavailable();
+      const { location, setCookie } = this.signinRedirect(req, req.url ?? '/');
+      return {
+        ok: false,
+        status: 302,
+        code: 'Sign In Required',
+        message: 'sign in to continue',
+        headers: { location, 'set-cookie': setCookie, 'cache-control': 'no-store' },
+      };
+    }
+    return {
+      ok: false,
+      status: 401,
+      code: 'Unauthenticated',
+      message: 'authentication required: sign in, or send an API key as "Authorization: Bearer <key>"',
+      headers: { 'www-authenticate': 'Bearer realm="gatehouse", Basic realm="gatehouse"' },
+    };
+  }
+
+  unavailable(): AuthOutcome {
+    return {
+      ok: false,
+      status: 503,
+      code: 'Proxy Not Authorized',
+      message: `this proxy cannot authenticate users: ${this.tokenProblem}`,
+    };
+  }
+
+  backendDown(e: unknown): AuthOutcome {
+    if (e instanceof BackendError && e.proxyRejected) {
+      this.tokenProblem = `the service refused auth.token (${e.message})`;
+      this.log.error({ reason: e.message }, 'the service refused auth.token: no user can be authenticated');
+      return this.unavailable();
+    }
+    this.log.warn({ err: String(e) }, 'the service could not be asked');
+    return {
+      ok: false,
+      status: 503,
+      code: 'Service Unavailable',
+      message: 'the identity service cannot be reached',
+    };
+  }
+
+  /** Starts the sign-in handshake: a state cookie here, the browser to the service with our callback URL. */
+  signinRedirect(req: IncomingMessage, returnTo: string) {
+    const state = randomBytes(18).toString('base64url');
+    const back = safeReturnPath(returnTo);
+    const callback = `${this.opts.originOf(req)}${PROXY_PATHS.callback}`;
+    const params = new URLSearchParams({ app: this.appId ?? '', state, return: callback });
+    const location = `${this.opts.backend.publicUrl}${BACKCHANNEL}/signin?${params}`;
+    const setCookie = this.cookie(
+      STATE_COOKIE,
+      `${state}.${Buffer.from(back).toString('base64url')}`,
+      600,
+      PROXY_PATHS.base,
+    );
+    return { location, setCookie };
+  }
+
+  cookie(name: string, value: string, maxAge: number, path = '/') {
+    return cookieHeader(name, value, {
+      maxAge,
+      secure: this.opts.secure,
+      domain: this.opts.config().proxy.cookiedomain,
+      path,
+    });
+  }
+
+  /** The session cookie lives as long as the service session; the proof inside expires much sooner. */
+  sessionCookie(signed: string, identity: WireIdentity) {
+    const until = identity.Expires ? Date.parse(identity.Expires) : Date.now() + 86_400_000;
+    return this.cookie(COOKIE_NAME, signed, Math.max(1, Math.floor((until - Date.now()) / 1000)));
+  }
+}
+
+/** The body of a refused request is not forwarded: sendError reads at most a bounded part of it. */
+export function refuse(req: IncomingMessage, res: ServerResponse, out: Extract<AuthOutcome, { ok: false }>) {
+  sendError(req, res, out.status, out.code, out.message, out.headers);
+}
+
+/** The identity header lines of an identity, one block per X-Service-Auth-Type value. */
+type IdentityHeaders = Record<Identified['authType'], string>;
+
+/**
+ * The identity header lines, computed once per identity object: the API key and cookie caches
+ * hand out the same (never modified) object for every request of a user.
+ */
+const identityHeaderCache = new WeakMap<WireIdentity, IdentityHeaders>();
+
+export function identityHeaders(id: WireIdentity): IdentityHeaders {
+  let h = identityHeaderCache.get(id);
+  if (!h) {
+    const email = headerText(id.Email);
+    const common =
+      `x-service-user-name: ${headerText(id.UserName)}\r\n` +
+      `x-service-email: ${email}\r\n` +
+      `x-service-full-name: ${headerText(id.FullName)}\r\n` +
+      `x-service-user: ${headerText(id.UserID)}\r\n` +
+      (id.Expires ? `x-service-session-expires: ${new Date(id.Expires).toUTCString()}\r\n` : '') +
+      `x-remote-user: ${email}\r\n` +
+      `authorization: Basic ${Buffer.from(`${id.Email}:`, 'utf8').toString('base64')}\r\n`;
+    h = {
+      bearer: `${common}x-service-auth-type: bearer\r\n`,
+      session: `${common}x-service-auth-type: session\r\n`,
+    };
+    identityHeaderCache.set(id, h);
+  }
+  return h;
+}
