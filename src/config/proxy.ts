@@ -17,6 +17,7 @@ const optionalUrl = (v: string) => {
 export const proxySection = {
   listen: listen({
     key: 'proxy.listen',
+    restart: true,
     env: 'SVC_PROXY_LISTEN',
     flag: 'listen',
     default: ':443',
@@ -24,6 +25,7 @@ export const proxySection = {
   }),
   tls: bool({
     key: 'proxy.tls',
+    restart: true,
     env: 'SVC_PROXY_TLS',
     flag: 'tls',
     default: true,
@@ -31,6 +33,7 @@ export const proxySection = {
   }),
   cert: str({
     key: 'proxy.cert',
+    restart: true,
     env: 'SVC_PROXY_CERT',
     flag: 'cert',
     default: '',
@@ -38,6 +41,7 @@ export const proxySection = {
   }),
   key: str({
     key: 'proxy.key',
+    restart: true,
     env: 'SVC_PROXY_KEY',
     flag: 'key',
     default: '',
@@ -83,6 +87,7 @@ export const proxySection = {
   }),
   cookiekey: str({
     key: 'proxy.cookiekey',
+    restart: true,
     env: 'SVC_PROXY_COOKIEKEY',
     flag: 'cookiekey',
     default: '',
@@ -104,6 +109,7 @@ export const proxySection = {
 export const authSection = {
   token: str({
     key: 'auth.token',
+    restart: true,
     env: 'SVC_AUTH_TOKEN',
     flag: 'token',
     default: '',
@@ -111,6 +117,7 @@ export const authSection = {
   }),
   server: str({
     key: 'auth.server',
+    restart: true,
     env: 'SVC_AUTH_SERVER',
     flag: 'auth-server',
     default: 'http://127.0.0.1:8080',
@@ -122,6 +129,7 @@ export const authSection = {
 export const redirectSection = {
   listen: str({
     key: 'redirect.listen',
+    restart: true,
     env: 'SVC_REDIRECT_LISTEN',
     flag: 'redirect-listen',
     default: ':80',
@@ -135,6 +143,7 @@ export const redirectSection = {
 export const acmeSection = {
   server: str({
     key: 'acme.server',
+    restart: true,
     env: 'SVC_ACME_SERVER',
     flag: 'acme-server',
     default: DEFAULT_ACME_SERVER,
@@ -143,6 +152,7 @@ export const acmeSection = {
   }),
   email: str({
     key: 'acme.email',
+    restart: true,
     env: 'SVC_ACME_EMAIL',
     flag: 'acme-email',
     default: '',
@@ -155,6 +165,7 @@ export const acmeSection = {
   }),
   dir: str({
     key: 'acme.dir',
+    restart: true,
     env: 'SVC_ACME_DIR',
     flag: 'acme-dir',
     default: './data/acme',
@@ -162,6 +173,7 @@ export const acmeSection = {
   }),
   cacert: str({
     key: 'acme.cacert',
+    restart: true,
     env: 'SVC_ACME_CACERT',
     flag: 'acme-cacert',
     default: '',
@@ -323,6 +335,18 @@ export function loadProxyConfig(sources: ProxyConfigSources): ProxyConfig {
     .sort((a, b) => b.prefix.length - a.prefix.length);
   return { ...sections, prefixes, explicit };
 }
+
+/** The settings marked `restart: true`, as [section, name]: a reload keeps their old values. */
+export const RESTART_KEYS: [keyof ProxyConfig & string, string][] = [
+  proxySection,
+  authSection,
+  redirectSection,
+  acmeSection,
+].flatMap((section) =>
+  Object.values(section as Record<string, Setting<unknown>>)
+    .filter((s) => s.restart === true)
+    .map((s) => s.key.split('.') as [keyof ProxyConfig & string, string]),
+);
 
 /** Every proxy setting with a flag, keyed by its section.name key (flag names are unique across them). */
 export const proxyFlagSettings: Record<string, Setting<unknown>> = Object.fromEntries(

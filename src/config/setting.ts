@@ -10,6 +10,8 @@ export interface Setting<T> {
   flag?: string;
   default: T;
   description: string;
+  /** Takes effect only at start: a reload (SIGHUP) keeps the old value and logs that a restart is needed. */
+  restart?: boolean;
   /** Parses a raw string (file, env or flag); throws an Error with a human message when invalid. */
   parse(raw: string): T;
 }

@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { hostname } from 'node:os';
 import type { Logger } from 'pino';
 import { ConfigError } from '../config/load.js';
-import { loadProxyConfig, type ProxyConfig, type ProxyConfigSources } from '../config/proxy.js';
+import { loadProxyConfig, type ProxyConfig, type ProxyConfigSources, RESTART_KEYS } from '../config/proxy.js';
 import { parseListen } from '../config/setting.js';
 import { type AuthBackend, BackendError, HttpAuthBackend } from './backend.js';
 import { loadCookieKey } from './cookie.js';
@@ -56,22 +56,6 @@ export interface StartProxyOptions {
   /** For tests: how soon to retry a failed first registration (default 15 s). */
   firstRetryMs?: number;
 }
-
-/** Settings that only take effect at start; a reload that changes them logs that a restart is needed. */
-const RESTART_KEYS: [keyof ProxyConfig, string][] = [
-  ['proxy', 'listen'],
-  ['proxy', 'tls'],
-  ['proxy', 'cert'],
-  ['proxy', 'key'],
-  ['proxy', 'cookiekey'],
-  ['auth', 'token'],
-  ['auth', 'server'],
-  ['redirect', 'listen'],
-  ['acme', 'server'],
-  ['acme', 'email'],
-  ['acme', 'dir'],
-  ['acme', 'cacert'],
-];
 
 export async function startProxy(config: ProxyConfig, opts: StartProxyOptions): Promise<RunningProxy> {
   const log = opts.logger;

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ConfigError } from '../../src/config/load.js';
-import { DEFAULT_ACME_SERVER, loadProxyConfig } from '../../src/config/proxy.js';
+import { DEFAULT_ACME_SERVER, loadProxyConfig, RESTART_KEYS } from '../../src/config/proxy.js';
 import { routeFor } from '../../src/config/routing.js';
 import { canonicalPath as normalizePath } from '../../src/core/path.js';
 
@@ -16,6 +16,26 @@ const file = (text: string) => {
 };
 
 describe('proxy settings', () => {
+  it('marks the settings that change only at restart on their declarations (RESTART_KEYS)', () => {
+    // The address, TLS material, cookie key, back channel and ACME account: a reload keeps these.
+    expect(RESTART_KEYS.map(([s, k]) => `${s}.${k}`).sort()).toEqual(
+      [
+        'proxy.listen',
+        'proxy.tls',
+        'proxy.cert',
+        'proxy.key',
+        'proxy.cookiekey',
+        'auth.token',
+        'auth.server',
+        'redirect.listen',
+        'acme.server',
+        'acme.email',
+        'acme.dir',
+        'acme.cacert',
+      ].sort(),
+    );
+  });
+
   it('has the defaults of the spec table', () => {
     const c = loadProxyConfig({ env: {} });
     expect(c.proxy).toEqual({
