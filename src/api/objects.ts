@@ -1,7 +1,6 @@
 import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import {
-  type Access,
   access,
   checkFieldRules,
   checkPrivilegedObject,
@@ -15,7 +14,7 @@ import { APIKey } from '../objects/apikey.js';
 import { objectTypes } from '../objects/registry.js';
 import { TENANT_ID } from '../objects/tenant.js';
 import { type Doc, defaultOf, normalize } from '../schema/fields.js';
-import type { ObjectType, Op } from '../schema/type.js';
+import type { Access, ObjectType, Op } from '../schema/type.js';
 import type { ServiceContext } from '../store/context.js';
 import { parseListQuery, type RawListQuery } from '../store/listquery.js';
 import type { StoredObject } from '../store/objects.js';

@@ -1,7 +1,8 @@
 import { timingSafeEqual } from 'node:crypto';
 import { ApiError } from '../core/errors.js';
-import { APIKey, hashApiKey, type Scope } from '../objects/apikey.js';
+import { APIKey, hashApiKey } from '../objects/apikey.js';
 import { timestampMs } from '../schema/fields.js';
+import type { Scope } from '../schema/type.js';
 import type { ObjectStore } from '../store/objects.js';
 import { API_KEY_PATTERN } from '../wire/proxy.js';
 import { keyCacheOf } from './keycache.js';

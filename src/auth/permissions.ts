@@ -1,53 +1,26 @@
 import { ApiError } from '../core/errors.js';
-import { DEFAULT_KEY_SCOPES, type Scope } from '../objects/apikey.js';
+import { DEFAULT_KEY_SCOPES } from '../objects/apikey.js';
+import { objectTypes } from '../objects/registry.js';
 import type { Doc } from '../schema/fields.js';
-import type { Op } from '../schema/type.js';
+import type { Access, FieldRule, Grants, Op, Scope } from '../schema/type.js';
 import type { Principal } from './principal.js';
 
 /**
- * Which scope may do what, type by type. 'all': any object; 'own': only objects whose owner field
- * (ObjectType.ownerField) is the caller's user. Anything not listed is refused with 403.
- * docs/api.md carries this matrix as a table, and test/permissions.test.ts checks every cell of
- * that table against the running API.
+ * Which scope may do what, type by type, gathered from each type's `grants` (src/objects/*.ts).
+ * Anything not granted is refused with 403. docs/api.md carries this matrix as a table, and
+ * test/api/permissions.test.ts checks every cell of that table against the running API.
  */
-export type Access = 'all' | 'own';
-type Grants = Partial<Record<Op, Access>>;
-
-const READ: Grants = { list: 'all', get: 'all' };
-const FULL: Grants = { list: 'all', get: 'all', create: 'all', update: 'all', delete: 'all' };
-
 export const MATRIX: Record<Exclude<Scope, 'admin'>, Record<string, Grants>> = {
-  // Normal user access: one's own user, own API keys and vouch requests, and the group directory.
-  user: {
-    User: { list: 'own', get: 'own' },
-    APIKey: { list: 'own', get: 'own', delete: 'own' },
-    VouchRequest: { list: 'own', get: 'own' },
-    Group: READ,
-    Membership: { list: 'own', get: 'own' },
-  },
-  // Read-only access to user and activity information.
-  audit: {
-    User: READ,
-    Group: READ,
-    Membership: READ,
-    Account: READ,
-    AccountChange: READ,
-    APIKey: READ,
-    App: READ,
-    Metric: READ,
-    RemoteAgent: READ,
-    ScriptLog: READ,
-    VouchRequest: READ,
-    Tenant: { get: 'all' },
-  },
-  // Administrative changes to users and groups only.
-  sync: {
-    User: FULL,
-    Group: FULL,
-    // Memberships change only through /groups/:id/members/:user (docs/groups.md).
-    Membership: READ,
-  },
+  user: grantsOf('user'),
+  audit: grantsOf('audit'),
+  sync: grantsOf('sync'),
 };
+
+function grantsOf(scope: Exclude<Scope, 'admin'>): Record<string, Grants> {
+  return Object.fromEntries(
+    objectTypes.flatMap((t) => (t.grants?.[scope] ? [[t.kind, t.grants[scope]] as const] : [])),
+  );
+}
 
 /** The widest access any of the principal's scopes grants, or undefined when none does. */
 export function access(p: Principal, kind: string, op: Op): Access | undefined {
@@ -68,34 +41,15 @@ export function hasAnyScope(p: Principal, scopes: readonly Scope[]): boolean {
 }
 
 /**
- * Privilege-bearing fields: the matrix says who may write a type, this table says who may set or
- * change the fields of it that grant access. Checked on the normalized body (after unknown or
- * misspelt fields were refused), so only the declared spelling can ever be stored.
- *   admin:        only the admin scope may set it to anything but its default on create, or change
- *                 it on update (so demoting an administrator is admin-only too).
- *   scopes held:  every scope listed must be one the caller holds (admin holds all); an empty
- *                 list means the default scopes of a new key.
- *   own user:     the caller's own user ID (empty: the caller) unless the caller is admin.
+ * Privilege-bearing fields, gathered from each type's `fieldRules` (the rules themselves are
+ * explained at FieldRule in src/schema/type.ts): the matrix says who may write a type, this table
+ * says who may set or change the fields of it that grant access. Checked on the normalized body
+ * (after unknown or misspelt fields were refused), so only the declared spelling can ever be stored.
  * docs/api.md carries this as the field-rules table; test/api/permissions.test.ts checks it.
  */
-export type FieldRule = 'admin' | 'scopes held' | 'own user';
-
-export const FIELD_RULES: Record<string, Record<string, FieldRule>> = {
-  User: { Admin: 'admin' },
-  APIKey: { Scopes: 'scopes held', UserID: 'own user' },
-  // A code bound to a user (or to a group's members) enrols that user's account.
-  ActivationCode: { UserID: 'admin', GroupID: 'admin' },
-  // Who may use an app through the proxy, and how the proxy authenticates them.
-  App: { AccessGroups: 'admin', ProxyAuth: 'admin' },
-  VirtualHost: { AppID: 'admin', Upstream: 'admin', Auth: 'admin' },
-  Tenant: {
-    RequireActivationCode: 'admin',
-    IntegrityRead: 'admin',
-    IntegrityWrite: 'admin',
-    IntegrityCredentials: 'admin',
-    IntegrityAdmin: 'admin',
-  },
-};
+export const FIELD_RULES: Record<string, Record<string, FieldRule>> = Object.fromEntries(
+  objectTypes.flatMap((t) => (t.fieldRules ? [[t.kind, t.fieldRules] as const] : [])),
+);
 
 /** What a privilege rule may look up besides the object itself. */
 export interface PrivilegeLookup {

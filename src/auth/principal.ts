@@ -1,4 +1,4 @@
-import type { Scope } from '../objects/apikey.js';
+import type { Scope } from '../schema/type.js';
 
 /** Who is calling, however they proved it. Sessions (a later factor set) produce the same shape. */
 export interface Principal {

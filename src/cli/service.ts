@@ -1,6 +1,6 @@
 import type { ServiceConfig } from '../config/index.js';
-import { SCOPES } from '../objects/apikey.js';
 import { User } from '../objects/user.js';
+import { SCOPES } from '../schema/type.js';
 import { bootstrap, createApiKey } from '../service/bootstrap.js';
 import { startService } from '../service/start.js';
 import { openDb } from '../store/db.js';

@@ -1,5 +1,5 @@
 import { f } from '../schema/fields.js';
-import { type ObjectType, READ_OPS } from '../schema/type.js';
+import { type ObjectType, READ, READ_OPS } from '../schema/type.js';
 
 /** An account of a user in an app; read-only, maintained by the service. */
 export const Account: ObjectType = {
@@ -7,6 +7,7 @@ export const Account: ObjectType = {
   path: 'accounts',
   identity: 'generated',
   ops: READ_OPS,
+  grants: { audit: READ },
   fields: {
     UserID: f.string({ maxLength: 64 }),
     AppID: f.string({ maxLength: 64 }),

@@ -1,5 +1,5 @@
 import { f } from '../schema/fields.js';
-import { ALL_OPS, type ObjectType } from '../schema/type.js';
+import { ALL_OPS, type ObjectType, READ } from '../schema/type.js';
 
 const ACCOUNT_ACTIONS = ['create', 'update', 'disable', 'delete'] as const;
 
@@ -9,6 +9,7 @@ export const AccountChange: ObjectType = {
   path: 'accountchanges',
   identity: 'generated',
   ops: ALL_OPS,
+  grants: { audit: READ },
   fields: {
     PlanID: f.string({ maxLength: 64 }),
     UserID: f.string({ maxLength: 64 }),

@@ -9,6 +9,8 @@ export const ActivationCode: ObjectType = {
   path: 'activationcodes',
   identity: 'generated',
   ops: ALL_OPS,
+  // A code bound to a user (or to a group's members) enrols that user's account.
+  fieldRules: { UserID: 'admin', GroupID: 'admin' },
   fields: {
     Description: f.string({ maxLength: 1024 }),
     UserID: f.string({

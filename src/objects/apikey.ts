@@ -1,9 +1,7 @@
 import { createHash, randomInt } from 'node:crypto';
 import { f } from '../schema/fields.js';
-import { ALL_OPS, type ObjectType } from '../schema/type.js';
+import { ALL_OPS, type ObjectType, READ, SCOPES, type Scope } from '../schema/type.js';
 
-export const SCOPES = ['user', 'audit', 'sync', 'admin'] as const;
-export type Scope = (typeof SCOPES)[number];
 /** The scopes of a key created with an empty Scopes list. */
 export const DEFAULT_KEY_SCOPES: readonly Scope[] = ['user'];
 
@@ -27,6 +25,8 @@ export const APIKey: ObjectType = {
   path: 'apikeys',
   identity: 'generated',
   ops: ALL_OPS,
+  grants: { user: { list: 'own', get: 'own', delete: 'own' }, audit: READ },
+  fieldRules: { Scopes: 'scopes held', UserID: 'own user' },
   ownerField: 'UserID',
   fields: {
     Name: f.string({ maxLength: 256 }),

@@ -1,11 +1,14 @@
 import { checkOrigin, checkUrl, f } from '../schema/fields.js';
-import { ALL_OPS, type ObjectType } from '../schema/type.js';
+import { ALL_OPS, type ObjectType, READ } from '../schema/type.js';
 
 export const App: ObjectType = {
   kind: 'App',
   path: 'apps',
   identity: 'generated',
   ops: ALL_OPS,
+  grants: { audit: READ },
+  // Who may use an app through the proxy, and how the proxy authenticates them.
+  fieldRules: { AccessGroups: 'admin', ProxyAuth: 'admin' },
   unique: ['Name'],
   fields: {
     Name: f.string({ maxLength: 256 }),

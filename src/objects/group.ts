@@ -1,11 +1,12 @@
 import { f } from '../schema/fields.js';
-import { ALL_OPS, type ObjectType } from '../schema/type.js';
+import { ALL_OPS, FULL, type ObjectType, READ } from '../schema/type.js';
 
 export const Group: ObjectType = {
   kind: 'Group',
   path: 'groups',
   identity: 'generated',
   ops: ALL_OPS,
+  grants: { user: READ, audit: READ, sync: FULL },
   unique: ['Name'],
   fields: {
     Name: f.string({ maxLength: 256, doc: 'Unique group name' }),

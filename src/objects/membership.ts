@@ -1,5 +1,5 @@
 import { f } from '../schema/fields.js';
-import { type ObjectType, READ_OPS } from '../schema/type.js';
+import { type ObjectType, READ, READ_OPS } from '../schema/type.js';
 
 /**
  * A user's membership of a group, one object per (group, user). It is an ordinary object type
@@ -32,6 +32,8 @@ export const Membership: ObjectType = {
   path: 'memberships',
   identity: 'generated',
   ops: READ_OPS,
+  // sync reads memberships: they change only through /groups/:id/members/:user (docs/groups.md).
+  grants: { user: { list: 'own', get: 'own' }, audit: READ, sync: READ },
   ownerField: 'UserID',
   fields: {
     GroupID: f.string({ maxLength: 64, ref: 'Group' }),

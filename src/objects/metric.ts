@@ -1,5 +1,5 @@
 import { f } from '../schema/fields.js';
-import { type ObjectType, READ_OPS } from '../schema/type.js';
+import { type ObjectType, READ, READ_OPS } from '../schema/type.js';
 
 /** A measured value kept by the service (counts of objects, sign-ins, requests). */
 export const Metric: ObjectType = {
@@ -7,6 +7,7 @@ export const Metric: ObjectType = {
   path: 'metrics',
   identity: 'generated',
   ops: READ_OPS,
+  grants: { audit: READ },
   fields: {
     Name: f.string(),
     Description: f.string(),

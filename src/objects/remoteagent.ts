@@ -1,5 +1,5 @@
 import { f } from '../schema/fields.js';
-import { type ObjectType, READ_OPS } from '../schema/type.js';
+import { type ObjectType, READ, READ_OPS } from '../schema/type.js';
 
 /** A proxy or other agent that reports to the service. */
 export const RemoteAgent: ObjectType = {
@@ -7,6 +7,7 @@ export const RemoteAgent: ObjectType = {
   path: 'remoteagents',
   identity: 'generated',
   ops: READ_OPS,
+  grants: { audit: READ },
   fields: {
     Name: f.string(),
     Kind: f.string(),

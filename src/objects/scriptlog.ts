@@ -1,5 +1,5 @@
 import { f } from '../schema/fields.js';
-import { type ObjectType, READ_OPS } from '../schema/type.js';
+import { type ObjectType, READ, READ_OPS } from '../schema/type.js';
 
 /** One line a script logged; read-only, written by the script runner. */
 export const ScriptLog: ObjectType = {
@@ -7,6 +7,7 @@ export const ScriptLog: ObjectType = {
   path: 'scriptlogs',
   identity: 'generated',
   ops: READ_OPS,
+  grants: { audit: READ },
   fields: {
     ScriptID: f.string(),
     Time: f.timestamp(),

@@ -8,6 +8,14 @@ export const Tenant: ObjectType = {
   path: 'tenant',
   identity: 'singleton',
   ops: ['get', 'update'],
+  grants: { audit: { get: 'all' } },
+  fieldRules: {
+    RequireActivationCode: 'admin',
+    IntegrityRead: 'admin',
+    IntegrityWrite: 'admin',
+    IntegrityCredentials: 'admin',
+    IntegrityAdmin: 'admin',
+  },
   fields: {
     Name: f.string({ maxLength: 256, default: 'Gatehouse' }),
     SigninURL: f.string({ check: checkUrl, maxLength: 2048, doc: 'Public URL of the sign-in pages' }),

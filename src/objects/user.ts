@@ -1,11 +1,13 @@
 import { checkEmail, checkUnixName, checkUrl, f } from '../schema/fields.js';
-import { ALL_OPS, type ObjectType } from '../schema/type.js';
+import { ALL_OPS, FULL, type ObjectType, READ } from '../schema/type.js';
 
 export const User: ObjectType = {
   kind: 'User',
   path: 'users',
   identity: 'generated',
   ops: ALL_OPS,
+  grants: { user: { list: 'own', get: 'own' }, audit: READ, sync: FULL },
+  fieldRules: { Admin: 'admin' },
   ownerField: 'ID',
   unique: ['Email', 'UserName'],
   fields: {

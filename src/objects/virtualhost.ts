@@ -7,6 +7,7 @@ export const VirtualHost: ObjectType = {
   path: 'virtualhosts',
   identity: 'named',
   ops: ALL_OPS,
+  fieldRules: { AppID: 'admin', Upstream: 'admin', Auth: 'admin' },
   checkName: checkHostname,
   fields: {
     AppID: f.string({ maxLength: 64, doc: 'The App whose proxies serve this host' }),

@@ -1,5 +1,5 @@
 import { f } from '../schema/fields.js';
-import { ALL_OPS, type ObjectType } from '../schema/type.js';
+import { ALL_OPS, type ObjectType, READ } from '../schema/type.js';
 
 /** A user's request that another user vouch for them. */
 export const VouchRequest: ObjectType = {
@@ -7,6 +7,7 @@ export const VouchRequest: ObjectType = {
   path: 'vouchrequests',
   identity: 'generated',
   ops: ALL_OPS,
+  grants: { user: { list: 'own', get: 'own' }, audit: READ },
   ownerField: 'UserID',
   fields: {
     UserID: f.string({ maxLength: 64, ref: 'User', doc: 'Who asks to be vouched for' }),

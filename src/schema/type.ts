@@ -4,6 +4,32 @@ export type Op = 'list' | 'create' | 'get' | 'update' | 'delete';
 export const ALL_OPS: readonly Op[] = ['list', 'create', 'get', 'update', 'delete'];
 export const READ_OPS: readonly Op[] = ['list', 'get'];
 
+/**
+ * API key scopes (docs/api.md). `admin` may do everything; each type grants the others what they
+ * may do with it (ObjectType.grants):
+ *   user:  one's own user, own API keys and vouch requests, and the group directory;
+ *   audit: read-only access to user and activity information;
+ *   sync:  administrative changes to users and groups only.
+ */
+export const SCOPES = ['user', 'audit', 'sync', 'admin'] as const;
+export type Scope = (typeof SCOPES)[number];
+
+/** 'all': any object of the type; 'own': only objects whose ownerField is the caller's user. */
+export type Access = 'all' | 'own';
+export type Grants = Partial<Record<Op, Access>>;
+export const READ: Grants = { list: 'all', get: 'all' };
+export const FULL: Grants = { list: 'all', get: 'all', create: 'all', update: 'all', delete: 'all' };
+
+/**
+ * Who may set a privilege-bearing field (src/auth/permissions.ts checks them):
+ *   admin:        only the admin scope may set it to anything but its default on create, or change
+ *                 it on update (so demoting an administrator is admin-only too).
+ *   scopes held:  every scope listed must be one the caller holds (admin holds all); an empty
+ *                 list means the default scopes of a new key.
+ *   own user:     the caller's own user ID (empty: the caller) unless the caller is admin.
+ */
+export type FieldRule = 'admin' | 'scopes held' | 'own user';
+
 /** Who is writing: hooks use it for defaults such as the owner of a new API key. */
 export interface Actor {
   userId: string;
@@ -44,6 +70,13 @@ export interface ObjectType {
   prepare?: (ctx: PrepareContext) => void | Promise<void>;
   /** The field holding the owning user's ID, for scopes that may act on their own objects only. */
   ownerField?: string;
+  /**
+   * What each scope but admin may do with this type; anything not granted is refused with 403.
+   * docs/api.md carries these as the permissions table, checked cell by cell against the API.
+   */
+  grants?: Partial<Record<Exclude<Scope, 'admin'>, Grants>>;
+  /** Privilege-bearing fields and who may set them; docs/api.md's field-rules table. */
+  fieldRules?: Record<string, FieldRule>;
   /** Extra lookup keys (name → value) indexed for this object, derived from hidden state. */
   lookupKeys?: (doc: Doc, secret: Doc) => Record<string, string>;
 }

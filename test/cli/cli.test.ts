@@ -3,6 +3,7 @@ import http from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { SCOPES } from '../../src/schema/type.js';
 import { backends, freshLocation } from '../helpers.js';
 import { printedKey, runCli, type Served, serve } from './run.js';
 
@@ -121,6 +122,11 @@ describe('gatehouse CLI', () => {
     const bad = runCli(['apikey', 'create', '--scope', 'root', '--database', db]);
     expect(bad.code).not.toBe(0);
     expect(bad.stdout).toBe('');
+    expect(bad.stderr).toContain(`one of ${SCOPES.join(', ')}`);
+    // The help names the scopes as a literal (the CLI loads the object model only when a command
+    // runs): it must list exactly SCOPES.
+    const help = runCli(['apikey', 'create', '--help']).stdout;
+    expect(/one or more scopes: ([a-z, ]+)/.exec(help)?.[1]).toBe(SCOPES.join(', '));
     const noUser = runCli(['apikey', 'create', '--scope', 'user', '--user', 'ghost', '--database', db]);
     expect(noUser.code).toBe(1);
     expect(noUser.stderr).toContain('--user');
