@@ -1,5 +1,5 @@
 /** What the proxy reads from and checks in client requests: paths, hosts and headers. */
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { canonicalPath, PathError } from '../core/path.js';
 import { redactUrl } from '../core/redact.js';
 import { localReturnPath } from '../core/returnurl.js';
@@ -224,4 +224,14 @@ export function readBody(req: IncomingMessage, limit: number, idleMs: number): P
     req.once('end', onEnd);
     req.once('close', onClose);
   });
+}
+
+/**
+ * Sends `100 Continue` to a client that asked for it (`Expect: 100-continue`, which reaches the
+ * handler through 'checkContinue' with no 100 sent): only once the proxy is going to read the body.
+ */
+export function continueIfExpected(req: IncomingMessage, res: ServerResponse) {
+  const expect = req.headers.expect;
+  if (expect !== undefined && expect.toLowerCase() === '100-continue' && !res.headersSent)
+    res.writeContinue();
 }

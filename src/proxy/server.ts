@@ -1,37 +1,31 @@
-import { type KeyObject, randomBytes, timingSafeEqual } from 'node:crypto';
+import type { KeyObject } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import type { ProxyConfig } from '../config/proxy.js';
 import { routeFor } from '../config/routing.js';
-import { declaresBody, limitUnusedBody } from '../core/unusedbody.js';
-import { PROXY_PATHS, type WireIdentity } from '../wire/proxy.js';
-import { type AuthBackend, BackendError } from './backend.js';
-import { COOKIE_NAME, type CookieSigner, readCookie, STATE_COOKIE, stripOwnCookies } from './cookie.js';
+import { declaresBody } from '../core/unusedbody.js';
+import { PROXY_PATHS } from '../wire/proxy.js';
+import type { AuthBackend } from './backend.js';
+import { COOKIE_NAME, type CookieSigner, stripOwnCookies } from './cookie.js';
 import { type ApiKeyCache, forwardableAuthorization } from './credentials.js';
+import { type InFlight, newToken, ProxyEndpoints } from './endpoints.js';
 import { HttpError, rawResponse, sendError, upstreamError } from './errors.js';
 import { HostRoutes, type Learned } from './hosts.js';
 import {
   connectionTokens,
+  continueIfExpected,
   HOP,
   hostOf,
   isReserved,
   listenerOrigin,
-  readBody,
   redact,
   requestTarget,
-  safeReturnPath,
 } from './http.js';
 import { type AuthOutcome, IdentityResolver, identityHeaders, refuse } from './identity.js';
 import { Relay } from './relay.js';
 import { isWebsocketUpgrade, rawError, UpgradeRelay } from './upgrade.js';
 import { UpstreamPool, type UpstreamTarget, upstreamTarget } from './upstream/pool.js';
-
-interface InFlight {
-  identity: WireIdentity | undefined;
-  /** Public origin of the request, for relative `next` values and sign-in links. */
-  origin: string;
-}
 
 export interface ProxyOptions {
   config: ProxyConfig;
@@ -65,6 +59,8 @@ export class AccessProxy {
   readonly signer: CookieSigner;
   /** Who requests are for: API keys, session cookies, the sign-in handshake (src/proxy/identity.ts). */
   private readonly identity: IdentityResolver;
+  /** The proxy's own endpoints under /.gatehouse/ (src/proxy/endpoints.ts). */
+  private readonly endpoints: ProxyEndpoints;
   private readonly pool: UpstreamPool;
   private readonly inflight = new Map<string, InFlight>();
   /** The last response started on each client connection (pipelined responses go out in order). */
@@ -96,6 +92,12 @@ export class AccessProxy {
     this.appId = this.identity.appId;
     this.keys = this.identity.keys;
     this.signer = this.identity.signer;
+    this.endpoints = new ProxyEndpoints({
+      identity: this.identity,
+      backend: opts.backend,
+      inflight: this.inflight,
+      bodyIdleTimeoutMs: opts.bodyIdleTimeoutMs,
+    });
     const timeout = opts.upstreamTimeoutMs ?? 60_000;
     this.pool = new UpstreamPool({
       keepAliveMs: 30_000,
@@ -214,7 +216,7 @@ export class AccessProxy {
   private handle(req: IncomingMessage, res: ServerResponse): Promise<void> | undefined {
     const { path, query } = requestTarget(req.url);
     this.learnHost(req);
-    if (path.startsWith(PROXY_PATHS.base)) return this.internal(req, res, path, query);
+    if (path.startsWith(PROXY_PATHS.base)) return this.endpoints.internal(req, res, path, query);
     const route = routeFor(this.config, path, this.routes.defaultsFor(req.headers.host));
     const auth = this.identity.authenticate(req, route.auth);
     if (auth instanceof Promise)
@@ -388,131 +390,6 @@ export class AccessProxy {
     return h;
   }
 
-  // ---- the proxy's own endpoints -------------------------------------------------------------
-
-  private async internal(req: IncomingMessage, res: ServerResponse, path: string, query: string) {
-    if (path.startsWith(PROXY_PATHS.accessCheck))
-      return this.accessCheck(req, res, path.slice(PROXY_PATHS.accessCheck.length));
-    if (path === PROXY_PATHS.callback) return this.callback(req, res, new URLSearchParams(query.slice(1)));
-    if (path === PROXY_PATHS.signin) {
-      if (this.identity.tokenProblem)
-        return refuse(req, res, this.identity.unavailable() as Extract<AuthOutcome, { ok: false }>);
-      const back = new URLSearchParams(query.slice(1)).get('return') ?? '/';
-      const { location, setCookie } = this.identity.signinRedirect(req, back);
-      limitUnusedBody(req, res);
-      res.writeHead(302, { location, 'set-cookie': setCookie, 'cache-control': 'no-store' });
-      return void res.end();
-    }
-    throw new HttpError(404, 'Not Found', `no proxy endpoint ${path}`);
-  }
-
-  /** Back from the service's sign-in: check the state, exchange the one-time code, set our cookie. */
-  private async callback(req: IncomingMessage, res: ServerResponse, params: URLSearchParams) {
-    if (req.method !== 'GET') throw new HttpError(405, 'Method Not Allowed', 'use GET');
-    const code = params.get('code') ?? '';
-    const state = params.get('state') ?? '';
-    const saved = readCookie(req.headers.cookie, STATE_COOKIE) ?? '';
-    const dot = saved.indexOf('.');
-    const savedState = dot < 0 ? '' : saved.slice(0, dot);
-    if (code === '' || state === '' || savedState === '' || !constantEqual(state, savedState))
-      throw new HttpError(
-        400,
-        'Bad Request',
-        'this sign-in link is not for this browser or has expired; start again',
-      );
-    const back = safeReturnPath(Buffer.from(saved.slice(dot + 1), 'base64url').toString('utf8'));
-    let identity: WireIdentity;
-    try {
-      identity = await this.opts.backend.exchangeCode(code);
-    } catch (e) {
-      if (e instanceof BackendError && e.refused)
-        throw new HttpError(
-          400,
-          'Bad Request',
-          'the sign-in code is invalid or was already used; start again',
-        );
-      const out = this.identity.backendDown(e) as Extract<AuthOutcome, { ok: false }>;
-      throw new HttpError(out.status, out.code, out.message);
-    }
-    const signed = (await this.identity.signer.sign(identity)).token;
-    limitUnusedBody(req, res);
-    res.writeHead(302, {
-      location: back,
-      'cache-control': 'no-store',
-      'set-cookie': [
-        this.identity.sessionCookie(signed, identity),
-        this.identity.cookie(STATE_COOKIE, '', 0, PROXY_PATHS.base),
-      ],
-    });
-    res.end();
-  }
-
-  /** POST from the upstream while its request is in flight: is the user in these groups? */
-  private async accessCheck(req: IncomingMessage, res: ServerResponse, token: string) {
-    const entry = this.inflight.get(token);
-    if (!entry)
-      throw new HttpError(404, 'Not Found', 'this access-check URL is not valid (its request has completed)');
-    if (req.method !== 'POST')
-      throw new HttpError(405, 'Method Not Allowed', 'POST a form to the access-check URL');
-    const type = String(req.headers['content-type'] ?? '')
-      .split(';')[0]
-      ?.trim()
-      .toLowerCase();
-    if (type !== 'application/x-www-form-urlencoded')
-      throw new HttpError(415, 'Unsupported Media Type', 'send application/x-www-form-urlencoded');
-    continueIfExpected(req, res);
-    const form = new URLSearchParams(await readBody(req, 65_536, this.opts.bodyIdleTimeoutMs ?? 30_000));
-    const groups = form.getAll('group').map((g) => g.trim());
-    const op = form.get('op') ?? 'and';
-    if (op !== 'and' && op !== 'or') throw new HttpError(400, 'Bad Request', 'op must be "and" or "or"');
-    if (groups.length === 0 || groups.some((g) => !/^[A-Za-z0-9_-]{1,64}$/.test(g)) || groups.length > 64)
-      throw new HttpError(400, 'Bad Request', 'give 1 to 64 group values, each a group ID');
-    let next = form.get('next') ?? '';
-    try {
-      next = next === '' ? `${entry.origin}/` : new URL(next, `${entry.origin}/`).toString();
-    } catch {
-      throw new HttpError(400, 'Bad Request', 'next is not a URL');
-    }
-    let status: number;
-    let location: string | undefined;
-    let body: { GroupID: string; StatusCode: number; Location?: string }[];
-    if (!entry.identity) {
-      const nextUrl = new URL(next);
-      const signin =
-        nextUrl.origin === entry.origin
-          ? `${entry.origin}${PROXY_PATHS.signin}?${new URLSearchParams({ return: safeReturnPath(nextUrl.pathname + nextUrl.search) })}`
-          : `${entry.origin}${PROXY_PATHS.signin}`;
-      status = 403;
-      location = signin;
-      body = groups.map((g) => ({ GroupID: g, StatusCode: 401, Location: signin }));
-    } else {
-      if (this.identity.tokenProblem)
-        throw new HttpError(503, 'Proxy Not Authorized', this.identity.tokenProblem);
-      try {
-        const r = await this.opts.backend.accessCheck({
-          UserID: entry.identity.UserID,
-          Groups: groups,
-          Op: op,
-          Next: next,
-        });
-        status = r.Satisfied ? 200 : 403;
-        location = r.Satisfied ? undefined : r.Location;
-        body = r.Results;
-      } catch (e) {
-        const out = this.identity.backendDown(e) as Extract<AuthOutcome, { ok: false }>;
-        if (e instanceof BackendError && e.refused) throw new HttpError(400, 'Bad Request', e.message);
-        throw new HttpError(out.status, out.code, out.message);
-      }
-    }
-    const headers: Record<string, string> = {
-      'content-type': 'application/json',
-      'cache-control': 'no-store',
-    };
-    if (location) headers.location = location;
-    res.writeHead(status, headers);
-    res.end(JSON.stringify(body));
-  }
-
   // ---- responses ----------------------------------------------------------------------------
 
   private fail(req: IncomingMessage, res: ServerResponse, e: unknown) {
@@ -547,36 +424,4 @@ export class AccessProxy {
     this.learnedName = host;
     this.onFirstHost?.(host);
   }
-}
-
-// ---- helpers ------------------------------------------------------------------------------------
-
-/**
- * Sends `100 Continue` to a client that asked for it (`Expect: 100-continue`, which reaches the
- * handler through 'checkContinue' with no 100 sent): only once the proxy is going to read the body.
- */
-function continueIfExpected(req: IncomingMessage, res: ServerResponse) {
-  const expect = req.headers.expect;
-  if (expect !== undefined && expect.toLowerCase() === '100-continue' && !res.headersSent)
-    res.writeContinue();
-}
-
-/** Access-check tokens: 192 random bits each, cut from a pooled CSPRNG buffer (one syscall per 256). */
-let pool = Buffer.alloc(0);
-let poolAt = 0;
-function newToken(): string {
-  if (poolAt + 24 > pool.length) {
-    pool = randomBytes(24 * 256);
-    poolAt = 0;
-  }
-  const t = pool.subarray(poolAt, poolAt + 24).toString('base64url');
-  pool.fill(0, poolAt, poolAt + 24);
-  poolAt += 24;
-  return t;
-}
-
-function constantEqual(a: string, b: string): boolean {
-  const x = Buffer.from(a);
-  const y = Buffer.from(b);
-  return x.length === y.length && timingSafeEqual(x, y);
 }

@@ -1,0 +1,182 @@
+/**
+ * The proxy's own endpoints under /.gatehouse/ (PROXY_PATHS): the start of sign-in, the callback
+ * the service sends the browser back to, and the access-check URL an upstream POSTs to while its
+ * request is in flight.
+ */
+import { randomBytes, timingSafeEqual } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { limitUnusedBody } from '../core/unusedbody.js';
+import { PROXY_PATHS, type WireIdentity } from '../wire/proxy.js';
+import { type AuthBackend, BackendError } from './backend.js';
+import { readCookie, STATE_COOKIE } from './cookie.js';
+import { HttpError } from './errors.js';
+import { continueIfExpected, readBody, safeReturnPath } from './http.js';
+import { type AuthOutcome, type IdentityResolver, refuse } from './identity.js';
+
+/** A request forwarded and not yet answered, by the token of its access-check URL. */
+export interface InFlight {
+  identity: WireIdentity | undefined;
+  /** Public origin of the request, for relative `next` values and sign-in links. */
+  origin: string;
+}
+
+/** What the proxy's endpoints need from the proxy around them. */
+export interface EndpointOptions {
+  identity: IdentityResolver;
+  backend: AuthBackend;
+  /** The requests in flight, by access-check token: the forwarding side adds and removes them. */
+  inflight: ReadonlyMap<string, InFlight>;
+  /** A form body that pauses this long between two chunks is cut off: 408. */
+  bodyIdleTimeoutMs?: number;
+}
+
+export class ProxyEndpoints {
+  private readonly identity: IdentityResolver;
+
+  constructor(private readonly opts: EndpointOptions) {
+    this.identity = opts.identity;
+  }
+
+  async internal(req: IncomingMessage, res: ServerResponse, path: string, query: string) {
+    if (path.startsWith(PROXY_PATHS.accessCheck))
+      return this.accessCheck(req, res, path.slice(PROXY_PATHS.accessCheck.length));
+    if (path === PROXY_PATHS.callback) return this.callback(req, res, new URLSearchParams(query.slice(1)));
+    if (path === PROXY_PATHS.signin) {
+      if (this.identity.tokenProblem)
+        return refuse(req, res, this.identity.unavailable() as Extract<AuthOutcome, { ok: false }>);
+      const back = new URLSearchParams(query.slice(1)).get('return') ?? '/';
+      const { location, setCookie } = this.identity.signinRedirect(req, back);
+      limitUnusedBody(req, res);
+      res.writeHead(302, { location, 'set-cookie': setCookie, 'cache-control': 'no-store' });
+      return void res.end();
+    }
+    throw new HttpError(404, 'Not Found', `no proxy endpoint ${path}`);
+  }
+
+  /** Back from the service's sign-in: check the state, exchange the one-time code, set our cookie. */
+  private async callback(req: IncomingMessage, res: ServerResponse, params: URLSearchParams) {
+    if (req.method !== 'GET') throw new HttpError(405, 'Method Not Allowed', 'use GET');
+    const code = params.get('code') ?? '';
+    const state = params.get('state') ?? '';
+    const saved = readCookie(req.headers.cookie, STATE_COOKIE) ?? '';
+    const dot = saved.indexOf('.');
+    const savedState = dot < 0 ? '' : saved.slice(0, dot);
+    if (code === '' || state === '' || savedState === '' || !constantEqual(state, savedState))
+      throw new HttpError(
+        400,
+        'Bad Request',
+        'this sign-in link is not for this browser or has expired; start again',
+      );
+    const back = safeReturnPath(Buffer.from(saved.slice(dot + 1), 'base64url').toString('utf8'));
+    let identity: WireIdentity;
+    try {
+      identity = await this.opts.backend.exchangeCode(code);
+    } catch (e) {
+      if (e instanceof BackendError && e.refused)
+        throw new HttpError(
+          400,
+          'Bad Request',
+          'the sign-in code is invalid or was already used; start again',
+        );
+      const out = this.identity.backendDown(e) as Extract<AuthOutcome, { ok: false }>;
+      throw new HttpError(out.status, out.code, out.message);
+    }
+    const signed = (await this.identity.signer.sign(identity)).token;
+    limitUnusedBody(req, res);
+    res.writeHead(302, {
+      location: back,
+      'cache-control': 'no-store',
+      'set-cookie': [
+        this.identity.sessionCookie(signed, identity),
+        this.identity.cookie(STATE_COOKIE, '', 0, PROXY_PATHS.base),
+      ],
+    });
+    res.end();
+  }
+
+  /** POST from the upstream while its request is in flight: is the user in these groups? */
+  private async accessCheck(req: IncomingMessage, res: ServerResponse, token: string) {
+    const entry = this.opts.inflight.get(token);
+    if (!entry)
+      throw new HttpError(404, 'Not Found', 'this access-check URL is not valid (its request has completed)');
+    if (req.method !== 'POST')
+      throw new HttpError(405, 'Method Not Allowed', 'POST a form to the access-check URL');
+    const type = String(req.headers['content-type'] ?? '')
+      .split(';')[0]
+      ?.trim()
+      .toLowerCase();
+    if (type !== 'application/x-www-form-urlencoded')
+      throw new HttpError(415, 'Unsupported Media Type', 'send application/x-www-form-urlencoded');
+    continueIfExpected(req, res);
+    const form = new URLSearchParams(await readBody(req, 65_536, this.opts.bodyIdleTimeoutMs ?? 30_000));
+    const groups = form.getAll('group').map((g) => g.trim());
+    const op = form.get('op') ?? 'and';
+    if (op !== 'and' && op !== 'or') throw new HttpError(400, 'Bad Request', 'op must be "and" or "or"');
+    if (groups.length === 0 || groups.some((g) => !/^[A-Za-z0-9_-]{1,64}$/.test(g)) || groups.length > 64)
+      throw new HttpError(400, 'Bad Request', 'give 1 to 64 group values, each a group ID');
+    let next = form.get('next') ?? '';
+    try {
+      next = next === '' ? `${entry.origin}/` : new URL(next, `${entry.origin}/`).toString();
+    } catch {
+      throw new HttpError(400, 'Bad Request', 'next is not a URL');
+    }
+    let status: number;
+    let location: string | undefined;
+    let body: { GroupID: string; StatusCode: number; Location?: string }[];
+    if (!entry.identity) {
+      const nextUrl = new URL(next);
+      const signin =
+        nextUrl.origin === entry.origin
+          ? `${entry.origin}${PROXY_PATHS.signin}?${new URLSearchParams({ return: safeReturnPath(nextUrl.pathname + nextUrl.search) })}`
+          : `${entry.origin}${PROXY_PATHS.signin}`;
+      status = 403;
+      location = signin;
+      body = groups.map((g) => ({ GroupID: g, StatusCode: 401, Location: signin }));
+    } else {
+      if (this.identity.tokenProblem)
+        throw new HttpError(503, 'Proxy Not Authorized', this.identity.tokenProblem);
+      try {
+        const r = await this.opts.backend.accessCheck({
+          UserID: entry.identity.UserID,
+          Groups: groups,
+          Op: op,
+          Next: next,
+        });
+        status = r.Satisfied ? 200 : 403;
+        location = r.Satisfied ? undefined : r.Location;
+        body = r.Results;
+      } catch (e) {
+        const out = this.identity.backendDown(e) as Extract<AuthOutcome, { ok: false }>;
+        if (e instanceof BackendError && e.refused) throw new HttpError(400, 'Bad Request', e.message);
+        throw new HttpError(out.status, out.code, out.message);
+      }
+    }
+    const headers: Record<string, string> = {
+      'content-type': 'application/json',
+      'cache-control': 'no-store',
+    };
+    if (location) headers.location = location;
+    res.writeHead(status, headers);
+    res.end(JSON.stringify(body));
+  }
+}
+
+/** Access-check tokens: 192 random bits each, cut from a pooled CSPRNG buffer (one syscall per 256). */
+let pool = Buffer.alloc(0);
+let poolAt = 0;
+export function newToken(): string {
+  if (poolAt + 24 > pool.length) {
+    pool = randomBytes(24 * 256);
+    poolAt = 0;
+  }
+  const t = pool.subarray(poolAt, poolAt + 24).toString('base64url');
+  pool.fill(0, poolAt, poolAt + 24);
+  poolAt += 24;
+  return t;
+}
+
+function constantEqual(a: string, b: string): boolean {
+  const x = Buffer.from(a);
+  const y = Buffer.from(b);
+  return x.length === y.length && timingSafeEqual(x, y);
+}
