@@ -2,7 +2,7 @@ import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { FLOW, formIntent, formOf } from '../auth/factors/factor.js';
 import { factors } from '../auth/factors/index.js';
-import { FACTOR_KINDS, requiredLevel, tenantDoc } from '../auth/integrity.js';
+import { requiredLevel, tenantDoc } from '../auth/integrity.js';
 import { hasAnyScope } from '../auth/permissions.js';
 import { authResponse, otherSession } from '../auth/response.js';
 import { setSessionCookie } from '../auth/session/cookies.js';
@@ -50,7 +50,6 @@ function sessionsOwner(req: FastifyRequest): string {
 /** The sign-in flow: POST /auth, sessions, sign-out, and every factor's endpoints. */
 export async function registerAuthRoutes(app: FastifyInstance, ctx: ServiceContext) {
   addFormParser(app);
-  for (const f of factors) if (f.kind) FACTOR_KINDS[f.name] = f.kind;
 
   // A token rotated while authenticating (the session was boosted elsewhere) goes out here.
   app.addHook('onSend', async (req: FastifyRequest, reply: FastifyReply, payload) => {

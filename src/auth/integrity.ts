@@ -27,13 +27,12 @@ export const LEVEL_NAMES = ['none', 'identified', 'one factor', 'two factors', '
  * OneFactor on its own (enough to enrol and activate) and never combines into TwoFactors.
  */
 export type FactorKind = 'knowledge' | 'possession' | 'hardware' | 'delegated' | 'invitation';
-export const FACTOR_KINDS: Record<string, FactorKind> = {
-  password: 'knowledge',
-  pin: 'knowledge',
-  totp: 'possession',
-  backup: 'possession',
-  activation_code: 'invitation',
-};
+/**
+ * Each factor's kind by name, filled from the factors' own declarations (`Factor.kind`) by the
+ * registry, src/auth/factors/index.ts, when it loads. Until then it is empty, and every level
+ * computed from it is the lowest (fail closed).
+ */
+export const FACTOR_KINDS: Record<string, FactorKind> = {};
 
 /** The level that proofs of these kinds earn together (invitations excluded: see FactorKind). */
 export function levelOfKinds(kinds: Iterable<FactorKind | undefined>): number {

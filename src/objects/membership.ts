@@ -5,7 +5,7 @@ import { type ObjectType, READ, READ_OPS } from '../schema/type.js';
  * A user's membership of a group, one object per (group, user). It is an ordinary object type
  * (read-only through the generic API: GET /memberships, GET /memberships/:id), so memberships
  * appear in lists and on the event stream (Kind "Membership") like every other object. All
- * writes go through the lifecycle endpoints under /groups/:id/members/:user (src/groups/routes.ts),
+ * writes go through the lifecycle endpoints under /groups/:id/members/:user (src/api/groups.ts),
  * which apply the transition table in states.ts.
  *
  * Every stored version carries LastChange (who, when, why, which operation, from which state);

@@ -1,5 +1,5 @@
 /**
- * Second-afternoon audit of the proxy back channel (src/proxy/backchannel): privilege fields that
+ * Second-afternoon audit of the proxy back channel (src/backchannel, src/api/backchannel.ts): privilege fields that
  * decide nothing are the same class of bug as a `sync` key granting admin.
  *
  * App.AccessGroups ("Group IDs whose members may use the app; empty: everyone", an admin-only

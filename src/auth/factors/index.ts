@@ -1,3 +1,4 @@
+import { FACTOR_KINDS } from '../integrity.js';
 import { activationFactor } from './activation/index.js';
 import { backupFactor } from './backup/index.js';
 import { boostFactor } from './boost/index.js';
@@ -21,4 +22,7 @@ export const factors: Factor[] = [
   boostFactor,
 ];
 
+// The lists that lower modules read, filled once from the declarations above (those modules are
+// imported by the factors, so they cannot import this list).
 registerFactors(factors);
+for (const f of factors) if (f.kind) FACTOR_KINDS[f.name] = f.kind;
