@@ -7,7 +7,7 @@ import { type AuthBackend, BackendError } from './backend.js';
 import { COOKIE_NAME, CookieSigner, cookieHeader, RenewalCache, readCookie, STATE_COOKIE } from './cookie.js';
 import { ApiKeyCache, keyInQuery, presentedCredential } from './credentials.js';
 import { sendError } from './errors.js';
-import { headerText, isBrowser, safeReturnPath } from './http.js';
+import { isBrowser, safeReturnPath } from './http.js';
 
 export interface Identified {
   identity: WireIdentity;
@@ -220,34 +220,4 @@ export class IdentityResolver {
 /** The body of a refused request is not forwarded: sendError reads at most a bounded part of it. */
 export function refuse(req: IncomingMessage, res: ServerResponse, out: Extract<AuthOutcome, { ok: false }>) {
   sendError(req, res, out.status, out.code, out.message, out.headers);
-}
-
-/** The identity header lines of an identity, one block per X-Service-Auth-Type value. */
-type IdentityHeaders = Record<Identified['authType'], string>;
-
-/**
- * The identity header lines, computed once per identity object: the API key and cookie caches
- * hand out the same (never modified) object for every request of a user.
- */
-const identityHeaderCache = new WeakMap<WireIdentity, IdentityHeaders>();
-
-export function identityHeaders(id: WireIdentity): IdentityHeaders {
-  let h = identityHeaderCache.get(id);
-  if (!h) {
-    const email = headerText(id.Email);
-    const common =
-      `x-service-user-name: ${headerText(id.UserName)}\r\n` +
-      `x-service-email: ${email}\r\n` +
-      `x-service-full-name: ${headerText(id.FullName)}\r\n` +
-      `x-service-user: ${headerText(id.UserID)}\r\n` +
-      (id.Expires ? `x-service-session-expires: ${new Date(id.Expires).toUTCString()}\r\n` : '') +
-      `x-remote-user: ${email}\r\n` +
-      `authorization: Basic ${Buffer.from(`${id.Email}:`, 'utf8').toString('base64')}\r\n`;
-    h = {
-      bearer: `${common}x-service-auth-type: bearer\r\n`,
-      session: `${common}x-service-auth-type: session\r\n`,
-    };
-    identityHeaderCache.set(id, h);
-  }
-  return h;
 }

@@ -7,22 +7,14 @@ import { routeFor } from '../config/routing.js';
 import { declaresBody } from '../core/unusedbody.js';
 import { PROXY_PATHS } from '../wire/proxy.js';
 import type { AuthBackend } from './backend.js';
-import { COOKIE_NAME, type CookieSigner, stripOwnCookies } from './cookie.js';
-import { type ApiKeyCache, forwardableAuthorization } from './credentials.js';
+import { COOKIE_NAME, type CookieSigner } from './cookie.js';
+import type { ApiKeyCache } from './credentials.js';
 import { type InFlight, newToken, ProxyEndpoints } from './endpoints.js';
 import { HttpError, rawResponse, sendError, upstreamError } from './errors.js';
+import { upstreamHeaders } from './headers.js';
 import { HostRoutes, type Learned } from './hosts.js';
-import {
-  connectionTokens,
-  continueIfExpected,
-  HOP,
-  hostOf,
-  isReserved,
-  listenerOrigin,
-  redact,
-  requestTarget,
-} from './http.js';
-import { type AuthOutcome, IdentityResolver, identityHeaders, refuse } from './identity.js';
+import { continueIfExpected, hostOf, listenerOrigin, redact, requestTarget } from './http.js';
+import { type AuthOutcome, IdentityResolver, refuse } from './identity.js';
 import { Relay } from './relay.js';
 import { isWebsocketUpgrade, rawError, UpgradeRelay } from './upgrade.js';
 import { UpstreamPool, type UpstreamTarget, upstreamTarget } from './upstream/pool.js';
@@ -50,7 +42,8 @@ export interface ProxyOptions {
  * The access proxy's request handling: decide the mode for the normalized path, identify the
  * user (API key or signed cookie), strip spoofable headers, add identity headers and forward,
  * streaming bodies both ways. Listening (HTTP or TLS) is done by the caller with `handler` and
- * `upgrade`.
+ * `upgrade`. Who a request is for is worked out in identity.ts, the upstream's header lines in
+ * headers.ts, and the proxy's own endpoints (/.gatehouse/…) answer in endpoints.ts.
  */
 export class AccessProxy {
   config: ProxyConfig;
@@ -242,7 +235,7 @@ export class AccessProxy {
     const origin = this.originOf(req);
     this.inflight.set(token, { identity: who?.identity, origin });
     const up = this.upstream(upstream);
-    const head = `${req.method} ${up.base}${path}${query} HTTP/1.1\r\n${this.upstreamHeaders(req, auth, token, origin, up.target)}`;
+    const head = `${req.method} ${up.base}${path}${query} HTTP/1.1\r\n${upstreamHeaders(req, auth, token, this.privateAddress() || origin, up.target, this.opts.secure)}`;
     const length = req.headers['content-length'];
     const hasBody = declaresBody(req);
     // Cookies to set on the response: none on the common request.
@@ -320,7 +313,7 @@ export class AccessProxy {
     this.inflight.set(token, { identity: auth.who?.identity, origin });
     const up = this.upstream(route.upstream);
     const websocket = isWebsocketUpgrade(req);
-    let lines = `${req.method} ${up.base}${path}${query} HTTP/1.1\r\n${this.upstreamHeaders(req, auth, token, origin, up.target)}`;
+    let lines = `${req.method} ${up.base}${path}${query} HTTP/1.1\r\n${upstreamHeaders(req, auth, token, this.privateAddress() || origin, up.target, this.opts.secure)}`;
     if (websocket) lines += 'connection: Upgrade\r\nupgrade: websocket\r\n';
     const cookies = [
       ...(auth.who?.setCookie ? [auth.who.setCookie] : []),
@@ -344,50 +337,6 @@ export class AccessProxy {
       },
       head,
     );
-  }
-
-  /**
-   * The header lines of the upstream request (each ending in CRLF): the client's headers less
-   * hop-by-hop, framing, reserved (any spelling), Gatehouse's cookies and any Authorization the
-   * upstream could take for ours, then the proxy's headers, each exactly once.
-   * Node's parser has already refused CR, LF and NUL in the client's names and values.
-   */
-  private upstreamHeaders(
-    req: IncomingMessage,
-    auth: Extract<AuthOutcome, { ok: true }>,
-    token: string,
-    origin: string,
-    target: UpstreamTarget,
-  ): string {
-    const who = auth.who;
-    const from = req.headers;
-    const conn = connectionTokens(from.connection);
-    let h = '';
-    for (const k in from) {
-      const v = from[k];
-      if (v === undefined || HOP.has(k) || isReserved(k) || conn?.has(k)) continue;
-      // With an identity the proxy's synthetic Authorization replaces the client's. Without one,
-      // the client's is the application's own, unless it holds our key or could pass for ours.
-      if (
-        k === 'authorization' &&
-        (who || !forwardableAuthorization(v as string, auth.appAuthorization ? 'none' : 'optional'))
-      )
-        continue;
-      if (k === 'cookie') {
-        const kept = stripOwnCookies(v as string);
-        if (kept) h += `cookie: ${kept}\r\n`;
-        continue;
-      }
-      if (typeof v === 'string') h += `${k}: ${v}\r\n`;
-      else for (const one of v) h += `${k}: ${one}\r\n`;
-    }
-    // HTTP/1.1 requires a Host; an HTTP/1.0 client may not have sent one.
-    if (from.host === undefined) h += `host: ${target.authority}\r\n`;
-    h += `x-forwarded-for: ${req.socket.remoteAddress ?? ''}\r\nx-forwarded-proto: ${this.opts.secure ? 'https' : 'http'}\r\n`;
-    if (from.host !== undefined) h += `x-forwarded-host: ${from.host}\r\n`;
-    h += `x-service-access-check: ${this.privateAddress() || origin}${PROXY_PATHS.accessCheck}${token}\r\n`;
-    if (who) h += identityHeaders(who.identity)[who.authType];
-    return h;
   }
 
   // ---- responses ----------------------------------------------------------------------------
