@@ -1,59 +1,25 @@
 import { randomUUID } from 'node:crypto';
 import type { FastifyRequest } from 'fastify';
 import { sql } from 'kysely';
-import type { WebSocket } from 'ws';
 import { userUsable } from '../auth/apikeys.js';
 import { classify, requiredLevel } from '../auth/integrity.js';
-import { access } from '../auth/permissions.js';
 import type { Principal } from '../auth/principal.js';
 import { sessionById, sessionEvents } from '../auth/session/sessions.js';
 import { APIKey } from '../objects/apikey.js';
-import { typeByKind } from '../objects/registry.js';
 import { Tenant } from '../objects/tenant.js';
 import { User } from '../objects/user.js';
-import type { Doc } from '../schema/fields.js';
 import { timestampMs } from '../schema/fields.js';
-import type { ObjectType } from '../schema/type.js';
 import type { ServiceContext } from '../store/context.js';
 import type { Change } from '../store/objects.js';
-import { specialKind } from './kinds.js';
-import {
-  CloseCodes,
-  type EventStreamRequest,
-  errorFrame,
-  INTEGRITY_CHANGED,
-  type ListItemFrame,
-  markerFrame,
-  objectFrame,
-  parseRequest,
-  StreamError,
-} from './protocol.js';
+import { Connection, type ConnectionHub } from './connection.js';
+import { CloseCodes, INTEGRITY_CHANGED } from './protocol.js';
 import { takeSnapshot } from './snapshot.js';
 import type { SessionChange } from './special.js';
+import { Outgoing, type Subscription } from './subscription.js';
 import { ChangeTailer, SIGNALS_CHANNEL } from './tailer.js';
+import type { EventHubOptions, EventSocket } from './types.js';
 
-export interface EventHubOptions {
-  /** A ping every interval; a peer that has not answered the previous one is dropped. */
-  pingIntervalMs: number;
-  /** A connection whose unsent data passes this is closed with 4008 (slow consumer). */
-  maxBufferedBytes: number;
-  /** While sending a snapshot, wait for the buffer to fall below this before sending more. */
-  snapshotHighWaterBytes: number;
-  /** A snapshot that cannot make progress for this long closes the connection with 4008. */
-  snapshotStallMs: number;
-  /** Changes held for one subscription while its snapshot is read and sent. */
-  maxPendingChanges: number;
-  /** Subscriptions per connection. */
-  maxSubscriptions: number;
-  /**
-   * Open streams per user (per key or session for credentials without a user): every stream
-   * holds a socket, buffers and up to maxSubscriptions snapshots, so one user key must not open
-   * them without bound.
-   */
-  maxStreamsPerUser: number;
-  /** Safety-net poll of the change log. */
-  pollIntervalMs: number;
-}
+export type { EventHubOptions, EventSocket } from './types.js';
 
 export const DEFAULT_OPTIONS: EventHubOptions = {
   pingIntervalMs: 30_000,
@@ -66,268 +32,15 @@ export const DEFAULT_OPTIONS: EventHubOptions = {
   pollIntervalMs: 5_000,
 };
 
-/** Client messages waiting to be handled on one connection before it is closed with 1008. */
-export const MAX_QUEUED_MESSAGES = 256;
-
 /** The largest client message accepted (ws closes the connection with 1009 beyond it). */
 export const MAX_MESSAGE_BYTES = 16 * 1024;
-
-/** The socket operations a connection uses (a ws WebSocket). */
-export type EventSocket = Pick<
-  WebSocket,
-  'send' | 'close' | 'terminate' | 'ping' | 'on' | 'bufferedAmount' | 'readyState'
->;
-
-/** A change as fanned out: its frame is built once, on first use, and shared by every subscriber. */
-class Outgoing {
-  private frameBuf: Buffer | undefined;
-  private doc: Doc | undefined;
-  constructor(readonly change: Change) {}
-  get frame(): Buffer {
-    this.frameBuf ??= objectFrame(this.change.type, this.change.id, this.change.data);
-    return this.frameBuf;
-  }
-  get parsed(): Doc {
-    this.doc ??= JSON.parse(this.change.data ?? '{}') as Doc;
-    return this.doc;
-  }
-}
-
-/** One EventStreamRequest for an object type, on one connection. */
-class Subscription {
-  /** 'snapshot' until the snapshot and marker are sent; changes are held in `pending` meanwhile. */
-  phase: 'snapshot' | 'live' = 'snapshot';
-  pending: Outgoing[] = [];
-  /** Changes up to this sequence number are in the snapshot. */
-  seq = 0;
-  /** With own-only access: the IDs the subscriber has been shown (to report them leaving). */
-  readonly visible = new Set<string>();
-
-  constructor(
-    readonly conn: Connection,
-    readonly type: ObjectType,
-    readonly id: string | undefined,
-    /** Own-only access: the user whose objects may be shown; undefined for all. */
-    readonly owner: string | undefined,
-  ) {}
-
-  offer(o: Outgoing) {
-    if (this.id !== undefined && o.change.id !== this.id) return;
-    if (this.phase === 'snapshot') {
-      this.pending.push(o);
-      if (this.pending.length > this.conn.hub.options.maxPendingChanges)
-        this.conn.close(CloseCodes.SlowConsumer, 'slow consumer: too many changes during the snapshot');
-      return;
-    }
-    if (o.change.seq <= this.seq) return;
-    this.seq = o.change.seq;
-    if (this.owner === undefined) {
-      this.conn.send(o.frame);
-      return;
-    }
-    const id = o.change.id;
-    const mine = o.change.data !== null && o.parsed[this.type.ownerField ?? ''] === this.owner;
-    if (mine) {
-      this.visible.add(id);
-      this.conn.send(o.frame);
-    } else if (this.visible.delete(id)) {
-      // Deleted, or no longer the caller's: either way it leaves the caller's view.
-      this.conn.send(objectFrame(this.type.kind, id, null));
-    }
-  }
-
-  goLive() {
-    this.phase = 'live';
-    const held = this.pending;
-    this.pending = [];
-    for (const o of held) this.offer(o);
-  }
-}
-
-/** One websocket. Client messages are handled one at a time, in order. */
-export class Connection {
-  closed = false;
-  alive = true;
-  /** When the API key expires (epoch ms). */
-  keyUntil = Number.POSITIVE_INFINITY;
-  /** When the user's suspension starts (epoch ms). */
-  userUntil = Number.POSITIVE_INFINITY;
-  /** When the session expires (its maximum lifetime) (epoch ms). */
-  sessionUntil = Number.POSITIVE_INFINITY;
-  /** When the credentials stop being valid; checked at every ping. */
-  get validUntil() {
-    return Math.min(this.keyUntil, this.userUntil, this.sessionUntil);
-  }
-  /** By Kind and ID; null for a special kind's subscription (its stop function is in `stops`). */
-  readonly subscriptions = new Map<string, Subscription | null>();
-  readonly stops: (() => void)[] = [];
-  private queue: Promise<void> = Promise.resolve();
-  private queued = 0;
-
-  constructor(
-    readonly hub: EventHub,
-    readonly socket: EventSocket,
-    readonly principal: Principal,
-    readonly request: FastifyRequest | undefined,
-  ) {
-    socket.on('pong', () => {
-      this.alive = true;
-    });
-    socket.on('message', (data, isBinary) => {
-      this.alive = true;
-      if (++this.queued > MAX_QUEUED_MESSAGES) {
-        this.close(CloseCodes.PolicyViolation, 'too many requests waiting: wait for the answers');
-        return;
-      }
-      const text = isBinary ? undefined : String(data);
-      this.queue = this.queue
-        .then(() => this.handle(text))
-        .catch((err) => this.fail(err))
-        .finally(() => this.queued--);
-    });
-    socket.on('close', () => this.detach());
-  }
-
-  /** Sends a frame unless closed; closes with 4008 when the client lets too much pile up. */
-  send(data: Buffer | ListItemFrame): boolean {
-    if (this.closed) return false;
-    if (this.socket.bufferedAmount > this.hub.options.maxBufferedBytes) {
-      this.close(CloseCodes.SlowConsumer, 'slow consumer: send buffer limit exceeded');
-      return false;
-    }
-    this.socket.send(Buffer.isBuffer(data) ? data : JSON.stringify(data), { binary: false });
-    return true;
-  }
-
-  close(code: number, reason: string) {
-    if (this.closed) return;
-    this.detach();
-    this.socket.close(code, reason);
-  }
-
-  terminate() {
-    this.detach();
-    this.socket.terminate();
-  }
-
-  private detach() {
-    if (this.closed) return;
-    this.closed = true;
-    this.hub.detach(this);
-    for (const stop of this.stops.splice(0)) {
-      try {
-        stop();
-      } catch (err) {
-        this.hub.logger.warn({ err }, 'event stream: stopping a subscription failed');
-      }
-    }
-  }
-
-  private fail(err: unknown) {
-    this.hub.logger.error({ err }, 'event stream: internal error');
-    this.close(CloseCodes.Internal, 'internal error');
-  }
-
-  private async handle(text: string | undefined) {
-    if (this.closed) return;
-    let req: EventStreamRequest | undefined;
-    let raw: { Kind?: unknown; ID?: unknown } | undefined;
-    try {
-      if (text === undefined) throw new StreamError(400, 'send EventStreamRequest JSON as text frames');
-      try {
-        raw = JSON.parse(text) as typeof raw;
-      } catch {
-        // parseRequest reports it
-      }
-      req = parseRequest(text);
-      await this.subscribe(req);
-    } catch (err) {
-      if (!(err instanceof StreamError)) throw err;
-      this.send(errorFrame(err.status, err.message, req ?? (typeof raw === 'object' ? raw : undefined)));
-    }
-  }
-
-  private async subscribe(req: EventStreamRequest) {
-    const special = specialKind(req.Kind);
-    const type = special ? undefined : typeByKind.get(req.Kind);
-    if (!special && !type) throw new StreamError(404, `unknown kind ${req.Kind}`);
-    const key = `${req.Kind}\u0000${req.ID ?? ''}`;
-    if (this.subscriptions.has(key)) throw new StreamError(409, 'already subscribed to this Kind and ID');
-    if (this.subscriptions.size >= this.hub.options.maxSubscriptions)
-      throw new StreamError(429, `at most ${this.hub.options.maxSubscriptions} subscriptions per connection`);
-
-    if (special) {
-      this.subscriptions.set(key, null);
-      try {
-        const stop = await special.subscribe({
-          kind: req.Kind,
-          id: req.ID,
-          principal: this.principal,
-          request: this.request as FastifyRequest,
-          logger: this.hub.logger,
-          service: this.hub.ctx,
-          onSessionChange: (fn) => this.hub.onSessionChange(fn),
-          send: (frame) => this.send({ ...frame, Kind: req.Kind }),
-          caughtUp: () => this.send(markerFrame(req.Kind)),
-        });
-        if (this.closed) stop();
-        else this.stops.push(stop);
-      } catch (err) {
-        this.subscriptions.delete(key);
-        throw err;
-      }
-      return;
-    }
-
-    const t = type as ObjectType;
-    const op = req.ID !== undefined || t.identity === 'singleton' ? 'get' : 'list';
-    const granted = access(this.principal, t.kind, op);
-    if (!granted || !t.ops.includes(op))
-      throw new StreamError(403, `your credentials may not read ${t.kind} objects`);
-    // Own-only access to a type without an owner field shows nothing: refuse instead.
-    if (granted === 'own' && !t.ownerField)
-      throw new StreamError(403, `your credentials may not read ${t.kind} objects`);
-    const sub = new Subscription(this, t, req.ID, granted === 'own' ? this.principal.userId : undefined);
-    this.subscriptions.set(key, sub);
-    this.hub.register(sub);
-    const owner = sub.owner !== undefined ? { field: t.ownerField as string, value: sub.owner } : undefined;
-    const snap = await this.hub.snapshot(this.hub.ctx.db, t.kind, req.ID, owner);
-    sub.seq = snap.seq;
-    for (const row of snap.rows) {
-      if (this.closed) return;
-      if (sub.owner !== undefined) {
-        const doc = JSON.parse(row.data) as Doc;
-        if (doc[t.ownerField ?? ''] !== sub.owner) continue;
-        sub.visible.add(row.id);
-      }
-      if (this.socket.bufferedAmount > this.hub.options.snapshotHighWaterBytes) await this.drained();
-      this.send(objectFrame(t.kind, row.id, row.data));
-    }
-    if (this.closed) return;
-    this.send(markerFrame(t.kind));
-    sub.goLive();
-  }
-
-  /** Waits until the client has read enough of the snapshot; gives up (4008) after snapshotStallMs. */
-  private async drained() {
-    const { snapshotHighWaterBytes, snapshotStallMs } = this.hub.options;
-    const deadline = Date.now() + snapshotStallMs;
-    while (!this.closed && this.socket.bufferedAmount > snapshotHighWaterBytes) {
-      if (Date.now() > deadline) {
-        this.close(CloseCodes.SlowConsumer, 'slow consumer: the snapshot could not be delivered');
-        return;
-      }
-      await new Promise((r) => setTimeout(r, 5));
-    }
-  }
-}
 
 /**
  * The event hub of one service instance: the open connections, one change-log tailer for all
  * of them, keep-alive, and the hooks other parts of the service call (integrityChanged,
  * endStreams). Created once per app (src/events/routes.ts), closed with it.
  */
-export class EventHub {
+export class EventHub implements ConnectionHub {
   readonly options: EventHubOptions;
   readonly logger: ServiceContext['logger'];
   private readonly connections = new Set<Connection>();
