@@ -38,7 +38,7 @@ export const MAX_MESSAGE_BYTES = 16 * 1024;
 /**
  * The event hub of one service instance: the open connections, one change-log tailer for all
  * of them, keep-alive, and the hooks other parts of the service call (integrityChanged,
- * endStreams). Created once per app (src/events/routes.ts), closed with it.
+ * endStreams). Created once per app (src/api/events.ts), closed with it.
  */
 export class EventHub implements ConnectionHub {
   readonly options: EventHubOptions;
