@@ -45,35 +45,6 @@ describe.each(backends())('sign-in flow endpoints on %s', (backend) => {
   });
   afterAll(async () => s?.close());
 
-  it('POST /auth/email: 204 and identified session cookies; 400 Account Missing; form only once', async () => {
-    const e = email();
-    await makeUser(s, { email: e });
-    const b = new Browser(s);
-    const ok = await b.post('/auth/email', { email: e.toUpperCase() });
-    expect(ok.statusCode, ok.body).toBe(204);
-    const cookies = ([] as string[]).concat(ok.headers['set-cookie'] as string[]);
-    const sc = cookies.find((c) => c.startsWith('gatehouse_session='));
-    expect(sc).toMatch(/HttpOnly/);
-    expect(sc).toMatch(/SameSite=Lax/);
-    expect(sc).not.toMatch(/Secure/);
-    expect(cookies.find((c) => c.startsWith('gatehouse_device='))).toMatch(/Max-Age=34560000/);
-    const missing = await b.post('/auth/email', { email: 'nobody@example.com' });
-    expect(missing.statusCode).toBe(400);
-    expect(missing.headers['x-error-code']).toBe('Account Missing');
-    const twice = await b.post('/auth/email', { email: [e, 'x@example.com'] });
-    expect(twice.statusCode).toBe(400);
-    expect(twice.json().Field).toBe('email');
-    const none = await b.post('/auth/email', {});
-    expect(none.statusCode).toBe(400);
-    const charset = await b.req({
-      method: 'POST',
-      url: '/auth/email',
-      payload: `email=${encodeURIComponent(e)}`,
-      headers: { 'content-type': 'application/x-www-form-urlencoded; charset=UTF-8' },
-    });
-    expect(charset.statusCode, charset.body).toBe(204);
-  });
-
   it('POST /auth/password: 204 raises the level, 403 wrong, 400 before e-mail; the API works with the session', async () => {
     const e = email();
     const id = await makeUser(s, { email: e, password: PW });
