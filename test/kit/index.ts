@@ -210,6 +210,21 @@ export async function levelOf(b: Browser): Promise<number> {
   return (await b.post('/auth')).json().IntegrityLevel as number;
 }
 
+/** An HTTP-date, as X-Next-Attempt carries it. */
+export const HTTP_DATE = /^[A-Z][a-z]{2}, \d{2} [A-Z][a-z]{2} \d{4} \d{2}:\d{2}:\d{2} GMT$/;
+
+/** Posts the same factor step `times` times in a row (e.g. wrong guesses); the status codes. */
+export async function attempts(
+  b: Browser,
+  path: string,
+  form: Record<string, string>,
+  times: number,
+): Promise<number[]> {
+  const out: number[] = [];
+  for (let i = 0; i < times; i++) out.push((await b.post(path, form)).statusCode);
+  return out;
+}
+
 /** POST /auth: the session's AuthResponse. */
 export async function authResponse(b: Browser, intent?: string): Promise<Record<string, unknown>> {
   const r = await b.post('/auth', intent ? { intent } : {});
