@@ -1,39 +1,12 @@
-import { execFileSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { signIntent } from '../../src/auth/intents.js';
 import { authDb } from '../../src/auth/session/db.js';
 import { backends, startTestService, type TestService } from '../helpers.js';
-import { setTenant } from '../kit/index.js';
+import { oathtool, oathtoolInstalled, setTenant } from '../kit/index.js';
 import { Browser, makeUser, signedIn } from './client.js';
 
 const PW = 'correct horse battery staple';
-
-function haveOathtool(): boolean {
-  try {
-    execFileSync('oathtool', ['--version'], { stdio: 'ignore' });
-    return true;
-  } catch {
-    return false;
-  }
-}
-const OATH = haveOathtool();
-if (!OATH) {
-  if (process.env.CI)
-    throw new Error('oathtool is missing and CI=true: install it (apt-get install oathtool)');
-  process.stdout.write(
-    '\n*** oathtool not installed: TOTP tests against an independent implementation are skipped ***\n\n',
-  );
-}
-/** A TOTP code from an independent implementation (oathtool), optionally for another time. */
-const oathtool = (base32: string, at?: Date) =>
-  execFileSync('oathtool', [
-    '--totp',
-    '-b',
-    ...(at ? ['--now', at.toISOString().replace('T', ' ').slice(0, 19) + ' UTC'] : []),
-    base32,
-  ])
-    .toString()
-    .trim();
+const OATH = oathtoolInstalled();
 
 describe.each(backends())('sign-in flow endpoints on %s', (backend) => {
   let s: TestService;
@@ -83,52 +56,6 @@ describe.each(backends())('sign-in flow endpoints on %s', (backend) => {
     );
     expect((await b.post('/auth', { intent: expired })).statusCode).toBe(400);
   });
-
-  it.skipIf(!OATH)(
-    'TOTP: enroll (URI + QR), sign in with an oathtool code, 403 wrong and replayed codes',
-    async () => {
-      const e = email();
-      await makeUser(s, { email: e, password: PW });
-      const b = await signedIn(s, e, PW);
-      const start = await b.req({ method: 'POST', url: '/auth/enroll/totp', json: {} });
-      expect(start.statusCode, start.body).toBe(200);
-      const { Secret, URI, QRCode } = start.json();
-      expect(URI).toMatch(/^otpauth:\/\/totp\//);
-      expect(URI).toContain(`secret=${Secret}`);
-      expect(QRCode).toMatch(/^data:image\/png;base64,/);
-      const bad = await b.req({ method: 'POST', url: '/auth/enroll/totp/confirm', json: { Code: '000000' } });
-      expect(bad.statusCode).toBe(403);
-      const prev = oathtool(Secret, new Date(Date.now() - 30_000));
-      const conf = await b.req({ method: 'POST', url: '/auth/enroll/totp/confirm', json: { Code: prev } });
-      expect(conf.statusCode, conf.body).toBe(204);
-      expect((await b.req({ url: '/users/me' })).json().HaveTOTPSecret).toBe(true);
-      // Stored encrypted: the base32 secret is nowhere in the database.
-      const rows = await s.db.kysely
-        .selectFrom('objects')
-        .select('secret')
-        .where('type', '=', 'User')
-        .execute();
-      expect(JSON.stringify(rows)).not.toContain(Secret);
-
-      const c = new Browser(s);
-      await c.post('/auth/email', { email: e });
-      expect(
-        (await c.post('/auth/totp', { code: '123456' === oathtool(Secret) ? '654321' : '123456' }))
-          .statusCode,
-      ).toBe(403);
-      const code = oathtool(Secret);
-      const ok = await c.post('/auth/totp', { code });
-      expect(ok.statusCode, ok.body).toBe(204);
-      expect((await c.post('/auth/totp', { code })).statusCode).toBe(403);
-      await c.post('/auth/password', { password: PW });
-      expect((await c.post('/auth')).json()).toMatchObject({ IntegrityLevel: 3, Authorized: true });
-      // Removing it needs the level it gives: the password-only session that enrolled it is not
-      // enough any more (step-up, docs/signin.md), the two-factor session is.
-      expect((await b.req({ method: 'DELETE', url: '/auth/enroll/totp' })).statusCode).toBe(401);
-      expect((await c.req({ method: 'DELETE', url: '/auth/enroll/totp' })).statusCode).toBe(204);
-      expect((await c.req({ url: '/users/me' })).json().HaveTOTPSecret).toBe(false);
-    },
-  );
 
   it.skipIf(!OATH)(
     'administrators provision TOTP and backup codes for a user with the admin key',
