@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { signIntent } from '../../src/auth/intents.js';
 import { authDb } from '../../src/auth/session/db.js';
 import { backends, startTestService, type TestService } from '../helpers.js';
-import { oathtool, oathtoolInstalled, setTenant } from '../kit/index.js';
+import { oathtool, oathtoolInstalled } from '../kit/index.js';
 import { Browser, makeUser, signedIn } from './client.js';
 
 const PW = 'correct horse battery staple';
@@ -94,42 +94,6 @@ describe.each(backends())('sign-in flow endpoints on %s', (backend) => {
       ).toBe(403);
     },
   );
-
-  it('activation: 403 when a code is required and missing or invalid; 204 with a valid one; uses and expiry count', async () => {
-    await setTenant(s, { RequireActivationCode: true });
-    try {
-      const e = email();
-      const id = await makeUser(s, { email: e, active: false });
-      await s.req({
-        method: 'POST',
-        url: '/activationcodes',
-        payload: { Code: 'welcome-123456', MaxUses: 1 },
-      });
-      await s.req({
-        method: 'POST',
-        url: '/activationcodes',
-        payload: { Code: 'expired-123456', ExpireTime: '2001-01-01T00:00:00Z' },
-      });
-      const b = new Browser(s);
-      await b.post('/auth/email', { email: e });
-      const noCode = await b.post('/auth/activate');
-      expect(noCode.statusCode).toBe(403);
-      expect(noCode.headers['x-error-code']).toBe('Activation Code Required');
-      expect((await b.post('/auth/activation_code', { code: 'wrong-code-000' })).statusCode).toBe(403);
-      expect((await b.post('/auth/activation_code', { code: 'expired-123456' })).statusCode).toBe(403);
-      expect((await b.post('/auth/activation_code', { code: 'welcome-123456' })).statusCode).toBe(204);
-      expect((await b.post('/auth/activate')).statusCode).toBe(204);
-      expect((await s.req({ url: `/users/${id}` })).json().Active).toBe(true);
-      // MaxUses 1: a second user cannot use it again.
-      const e2 = email();
-      await makeUser(s, { email: e2, active: false });
-      const c = new Browser(s);
-      await c.post('/auth/email', { email: e2 });
-      expect((await c.post('/auth/activation_code', { code: 'welcome-123456' })).statusCode).toBe(403);
-    } finally {
-      await setTenant(s, { RequireActivationCode: false });
-    }
-  });
 
   it('POST /auth/location: 204 and kept on the session; 400 for bad numbers', async () => {
     const e = email();
