@@ -95,18 +95,6 @@ describe.each(backends())('sign-in flow endpoints on %s', (backend) => {
     },
   );
 
-  it('POST /auth/location: 204 and kept on the session; 400 for bad numbers', async () => {
-    const e = email();
-    await makeUser(s, { email: e, password: PW });
-    const b = await signedIn(s, e, PW);
-    expect((await b.post('/auth/location', { lat: '52.37', long: '4.89' })).statusCode).toBe(204);
-    expect((await b.post('/auth/location', { lat: '91', long: '0' })).statusCode).toBe(400);
-    expect((await b.post('/auth/location', { lat: 'abc', long: '0' })).statusCode).toBe(400);
-    const list = await b.req({ url: '/auth/sessions' });
-    const item = JSON.parse(list.body.trim().split('\n')[0] as string).Item;
-    expect(item.Location).toMatchObject({ Latitude: 52.37, Longitude: 4.89 });
-  });
-
   it('sessions: listed with Current, revocable, sign-out ends the session', async () => {
     const e = email();
     await makeUser(s, { email: e, password: PW });
