@@ -1,7 +1,6 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hashSecret, verifySecret } from '../../src/auth/factors/secrets.js';
-import { signIntent } from '../../src/auth/intents.js';
 import { authDb } from '../../src/auth/session/db.js';
 import { createSession, mutateSession } from '../../src/auth/session/sessions.js';
 import { backends, startTestService, type TestService } from '../helpers.js';
@@ -141,92 +140,6 @@ describe.each(backends())('sign-in security on %s', (backend) => {
     expect(r.json().Message).toMatch(/another session/);
     expect((await other.post('/auth/password', { password: PW, intent })).statusCode).toBe(400);
     expect((await a.post('/auth', { intent })).statusCode).toBe(200);
-  });
-
-  it('POST /auth/boost: 204 and the retried operation passes; 400, 401, 403, 409 as the spec lists', async () => {
-    const e = email();
-    await makeUser(s, { email: e, password: PW });
-    const strong = await signedIn(s, e, PW);
-    const weak = new Browser(s);
-    await weak.post('/auth/email', { email: e });
-    const denied = await weak.req({ url: '/users/me' });
-    expect(denied.statusCode).toBe(401);
-    const intent = denied.json().Intent as string;
-
-    // 400: malformed, garbage, expired.
-    expect((await strong.req({ method: 'POST', url: '/auth/boost', json: [] })).statusCode).toBe(400);
-    expect(
-      (await strong.req({ method: 'POST', url: '/auth/boost', json: { Intent: 'x.y.z' } })).statusCode,
-    ).toBe(400);
-    const payload = JSON.parse(Buffer.from(intent.split('.')[1] as string, 'base64url').toString());
-    const expired = await signIntent(s, payload, Date.now() - 3600_000);
-    expect(
-      (await strong.req({ method: 'POST', url: '/auth/boost', json: { Intent: expired } })).statusCode,
-    ).toBe(400);
-
-    // 401: a session with less integrity than the target level.
-    const weak2 = new Browser(s);
-    await weak2.post('/auth/email', { email: e });
-    const r401 = await weak2.req({ method: 'POST', url: '/auth/boost', json: { Intent: intent } });
-    expect(r401.statusCode).toBe(401);
-
-    // 403: another user's session, caller not an administrator.
-    const e2 = email();
-    await makeUser(s, { email: e2, password: PW });
-    const stranger = await signedIn(s, e2, PW);
-    expect(
-      (await stranger.req({ method: 'POST', url: '/auth/boost', json: { Intent: intent } })).statusCode,
-    ).toBe(403);
-    // 403: the intent's user is not the session's user.
-    const lie = await signIntent(s, { ...payload, uid: 'someoneelse00' });
-    expect((await strong.req({ method: 'POST', url: '/auth/boost', json: { Intent: lie } })).statusCode).toBe(
-      403,
-    );
-
-    // 409: device differs; session gone.
-    const otherDevice = await signIntent(s, { ...payload, did: 'AAAAAAAAAAAAAAAAAAAAAA' });
-    const r409 = await strong.req({ method: 'POST', url: '/auth/boost', json: { Intent: otherDevice } });
-    expect(r409.statusCode).toBe(409);
-    const gone = await signIntent(s, { ...payload, sid: 'nosuchsession1' });
-    expect(
-      (await strong.req({ method: 'POST', url: '/auth/boost', json: { Intent: gone } })).statusCode,
-    ).toBe(409);
-
-    // 204: raised; the weak session retries and passes, with a new token (fixation).
-    const before = weak.session;
-    const ok = await strong.req({ method: 'POST', url: '/auth/boost', json: { Intent: intent } });
-    expect(ok.statusCode, ok.body).toBe(204);
-    const retry = await weak.req({ url: '/users/me' });
-    expect(retry.statusCode).toBe(200);
-    expect(weak.session).not.toBe(before);
-    expect((await weak.req({ url: '/users/me' })).statusCode).toBe(200);
-
-    // The bare JSON string and the whole 401 body are accepted as the IntegrityLevelChangeIntent too.
-    const weak4 = new Browser(s);
-    await weak4.post('/auth/email', { email: e });
-    const d4 = await weak4.req({ url: '/users/me' });
-    expect((await strong.req({ method: 'POST', url: '/auth/boost', json: d4.json() })).statusCode).toBe(204);
-    const weak5 = new Browser(s);
-    await weak5.post('/auth/email', { email: e });
-    const r5a = await weak5.req({ url: '/users/me' });
-    expect(r5a.statusCode, r5a.body).toBe(401);
-    const d5 = r5a.json().Intent;
-    const r5 = await strong.req({ method: 'POST', url: '/auth/boost', json: d5 });
-    expect(r5.statusCode, r5.body).toBe(204);
-    expect((await weak5.req({ url: '/users/me' })).statusCode).toBe(200);
-
-    // An administrator may boost another user's session.
-    const adminEmail = email();
-    const adminId = await makeUser(s, { email: adminEmail, password: PW, pin: '8642', admin: true });
-    void adminId;
-    const admin = await signedIn(s, adminEmail, PW);
-    const w3 = new Browser(s);
-    await w3.post('/auth/email', { email: e2 });
-    const i3 = (await w3.req({ url: '/users/me' })).json().Intent;
-    expect((await admin.req({ method: 'POST', url: '/auth/boost', json: { Intent: i3 } })).statusCode).toBe(
-      204,
-    );
-    expect((await w3.req({ url: '/users/me' })).statusCode).toBe(200);
   });
 
   it('administrators need IntegrityAdmin (3) for admin operations; the tenant can change it', async () => {
