@@ -19,6 +19,8 @@ function layout(o: PageOpts): string {
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="referrer" content="no-referrer">
 <title>${esc(o.title)} · ${esc(o.tenant)}</title>
+<link rel="icon" href="/favicon.ico" sizes="32x32">
+<link rel="icon" href="/favicon.svg" type="image/svg+xml">
 <link rel="stylesheet" href="/signin/assets/style.css">
 <script src="/signin/assets/app.js" defer></script>
 </head>

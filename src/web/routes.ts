@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { tenantDoc } from '../auth/integrity.js';
 import type { ServiceContext } from '../store/context.js';
 import { APP_JS } from './appjs.js';
+import { registerHomeRoutes } from './home.js';
 import { debugPage, enrollPage, signinPage, signoutPage } from './pages.js';
 import { safeReturnUrl } from './returnurl.js';
 import { STYLE_CSS } from './style.js';
@@ -29,6 +30,7 @@ function query(req: FastifyRequest, name: string): string {
 
 /** The sign-in pages at /signin: sign-in, security settings (enrollment), sign-out, /signin/debug. */
 export function registerWebRoutes(app: FastifyInstance, ctx: ServiceContext) {
+  registerHomeRoutes(app, ctx); // GET / and the icon
   const asset = (body: string, type: string) => async (_req: FastifyRequest, reply: FastifyReply) => {
     reply.header('Cache-Control', 'public, max-age=300');
     reply.header('X-Content-Type-Options', 'nosniff');
