@@ -110,3 +110,7 @@ export const FAVICON_ICO = icoOf(faviconPng());
 /** A strong validator for a fixed body. */
 export const etagOf = (body: string | Buffer) =>
   `"${createHash('sha256').update(body).digest('base64url').slice(0, 16)}"`;
+
+/** The page-head links to the icons, for every page of the service. */
+export const ICON_LINKS =
+  '<link rel="icon" href="/favicon.ico" sizes="32x32"><link rel="icon" href="/favicon.svg" type="image/svg+xml">';

@@ -22,6 +22,7 @@ import { Membership, membershipId } from '../objects/membership.js';
 import { User } from '../objects/user.js';
 import type { Doc } from '../schema/fields.js';
 import type { ServiceContext } from '../store/context.js';
+import { ICON_LINKS } from './favicon.js';
 
 /**
  * Access-request pages on the sign-in site, rendered on the server (no script):
@@ -46,7 +47,7 @@ textarea,input[type=text]{width:100%;box-sizing:border-box}button{margin:.3rem .
 function page(reply: FastifyReply, status: number, title: string, body: string) {
   reply.header(
     'Content-Security-Policy',
-    "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'",
+    "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; frame-ancestors 'none'; base-uri 'none'",
   );
   reply.header('X-Frame-Options', 'DENY');
   reply.header('Referrer-Policy', 'same-origin');
@@ -55,7 +56,7 @@ function page(reply: FastifyReply, status: number, title: string, body: string) 
     .code(status)
     .type('text/html; charset=utf-8')
     .send(
-      `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1"><title>${esc(title)}</title><style>${STYLE}</style></head><body>${body}</body></html>`,
+      `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1"><title>${esc(title)}</title>${ICON_LINKS}<style>${STYLE}</style></head><body>${body}</body></html>`,
     );
 }
 

@@ -1,5 +1,6 @@
 /** Server-rendered HTML of the sign-in pages. Every dynamic value goes through esc(). */
 import { esc } from '../core/html.js';
+import { ICON_LINKS } from './favicon.js';
 
 interface PageOpts {
   page: 'signin' | 'enroll' | 'signout' | 'debug';
@@ -19,8 +20,7 @@ function layout(o: PageOpts): string {
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="referrer" content="no-referrer">
 <title>${esc(o.title)} · ${esc(o.tenant)}</title>
-<link rel="icon" href="/favicon.ico" sizes="32x32">
-<link rel="icon" href="/favicon.svg" type="image/svg+xml">
+${ICON_LINKS}
 <link rel="stylesheet" href="/signin/assets/style.css">
 <script src="/signin/assets/app.js" defer></script>
 </head>

@@ -3,6 +3,7 @@ import { inflateSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FAVICON_ICO, FAVICON_SVG, faviconPng } from '../../src/web/favicon.js';
 import { backends, startTestService, type TestService } from '../helpers.js';
+import { account, signIn } from '../kit/index.js';
 
 const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
   version: string;
@@ -175,5 +176,14 @@ describe.each(backends())('GET / and the icon on %s', (backend) => {
       expect(r.body, url).toContain('<link rel="icon" href="/favicon.svg" type="image/svg+xml">');
       expect(String(r.headers['content-security-policy'])).toMatch(/img-src 'self'/);
     }
+  });
+
+  it('the group pages link the icon too, which their CSP allows (img-src self)', async () => {
+    const b = await signIn(s, await account(s), { password: true });
+    const r = await b.req({ url: '/signin/groups/nosuchgroup' });
+    expect(r.statusCode).toBe(404);
+    expect(r.body).toContain('<link rel="icon" href="/favicon.ico" sizes="32x32">');
+    expect(r.body).toContain('<link rel="icon" href="/favicon.svg" type="image/svg+xml">');
+    expect(String(r.headers['content-security-policy'])).toMatch(/img-src 'self'/);
   });
 });
