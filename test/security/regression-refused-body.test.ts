@@ -53,7 +53,7 @@ describe.each(backends())('bodies of refused requests on %s', (backend) => {
     return { sent, closed, status: answer.split('\r\n')[0] };
   }
 
-  // Fixed: refuse() in src/proxy/server.ts answered 401 and then req.resume()d the body to keep
+  // Fixed: refuse() (then in src/proxy/server.ts, now src/proxy/identity.ts) answered 401 and then req.resume()d the body to keep
   // the connection alive, with no limit (300 MB taken in 1.3 s, the connection still open). Now
   // every answer of the proxy's own reads at most 64 KiB of an unused body for 1 s, and a larger
   // one gets Connection: close (limitUnusedBody in src/proxy/errors.ts). Variants:
