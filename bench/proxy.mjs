@@ -5,6 +5,8 @@
 // (the machine's speed drifts by tens of percent within minutes, so each round compares targets
 // measured moments apart), with the CPU time each server process spends per request.
 // Usage: node bench/proxy.mjs [--quick] [--help]; results go into docs/proxy.md "Benchmark".
+// One file of ~770 lines on purpose: a benchmark reads top to bottom (set-up of every target, the
+// interleaved rounds, the report); what other benchmarks share lives in bench/lib/.
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
