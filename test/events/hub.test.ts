@@ -1,12 +1,12 @@
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { ServiceContext } from '../../src/store/context.js';
 import type { Principal } from '../../src/auth/principal.js';
 import { createSession } from '../../src/auth/session/sessions.js';
 import { loadServiceConfig } from '../../src/config/index.js';
 import { EventHub, type EventSocket } from '../../src/events/hub.js';
 import { Group } from '../../src/objects/group.js';
 import { User } from '../../src/objects/user.js';
+import type { ServiceContext } from '../../src/store/context.js';
 import { backends, freshStore } from '../helpers.js';
 import { FakeSocket } from './client.js';
 

@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { ServiceContext } from '../../src/api/context.js';
 import { loadServiceConfig } from '../../src/config/index.js';
 import { allowedNext, checkMembership, markUsed } from '../../src/groups/check.js';
-import { Membership } from '../../src/groups/membership.js';
 import { sweepMemberships } from '../../src/groups/sweep.js';
+import { Membership } from '../../src/objects/membership.js';
+import type { ServiceContext } from '../../src/store/context.js';
 import { backends, jsonLines, startTestService, type TestService } from '../helpers.js';
 import { setTenant } from '../kit/index.js';
 import { create, op, person } from './fixture.js';

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Membership } from '../../src/groups/membership.js';
+import { Membership } from '../../src/objects/membership.js';
 import { Browser, makeUser, signedIn } from '../auth/client.js';
 import { backends, startTestService, type TestService } from '../helpers.js';
 import { setTenant } from '../kit/index.js';

@@ -1,6 +1,6 @@
 import { describe, expect, it, vi } from 'vitest';
-import type { ServiceContext } from '../../src/store/context.js';
 import { CODE_TTL_MS, issueCode, redeemCode } from '../../src/backchannel/codes.js';
+import type { ServiceContext } from '../../src/store/context.js';
 import { openDb } from '../../src/store/db.js';
 import { migrate } from '../../src/store/migrations.js';
 import { backends, freshLocation } from '../helpers.js';

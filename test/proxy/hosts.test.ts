@@ -7,8 +7,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { loadProxyConfig } from '../../src/config/proxy.js';
 import { HostRoutes, hostName, learnFrom } from '../../src/proxy/hosts.js';
-import type { RegisterResponse } from '../../src/wire/proxy.js';
 import type { RunningProxy } from '../../src/proxy/run.js';
+import type { RegisterResponse } from '../../src/wire/proxy.js';
 import { backends } from '../helpers.js';
 import { type Echo, serviceBackend, startEcho, startWorld, type World } from './harness.js';
 
