@@ -7,6 +7,9 @@ import type { RunningProxy } from '../../src/proxy/run.js';
 import { backends, jsonLines } from '../helpers.js';
 import { basic, startEcho, startWorld, type World } from './harness.js';
 
+// Longer than ~400 lines on purpose: the proxy's behaviour end to end (modes, headers, cookies,
+// sign-in, forwarding) against one shared world of service, upstream and proxy; the attack cases
+// are in test/security/, one file per mechanism.
 const FORGED = {
   'x-service-user': 'forged',
   'x-service-email': 'evil@example.com',

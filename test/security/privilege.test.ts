@@ -3,6 +3,9 @@
  * a sync key (or any principal below admin) must not make anyone an administrator, list scopes it
  * lacks on a key, take over or lock out an administrator, or revoke a more powerful credential,
  * however the body is spelt. docs/api.md, "Privilege-bearing fields" and "Privileged objects".
+ *
+ * Longer than ~400 lines on purpose: a suite of independent attack cases on one mechanism, each
+ * readable on its own; splitting it would scatter the shared set-up, not make a case easier to read.
  */
 import fc from 'fast-check';
 import type { LightMyRequestResponse } from 'fastify';
