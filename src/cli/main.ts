@@ -5,7 +5,7 @@ import { proxyFlagSettings } from '../config/proxy.js';
 import type { Setting } from '../config/setting.js';
 
 // Every command loads its program only when it runs (dynamic imports below): `gatehouse proxy` must
-// not load the service (Fastify, Kysely, the database drivers), as test/proxy/modules.test.ts checks.
+// not load the service (Fastify, Kysely, the database drivers), as test/structure/modules.test.ts checks.
 
 const program = new Command('gatehouse').description(
   'Identity and access management service with an access proxy',
