@@ -16,6 +16,7 @@ import { holdsSecret, redactUrl } from '../core/redact.js';
 import { fieldSegment, mayHoldUnstorable, unstorableAt } from '../core/text.js';
 import { limitUnusedBody } from '../core/unusedbody.js';
 import type { ServiceContext } from '../store/context.js';
+import { databaseDown, databaseUnavailable } from '../store/unavailable.js';
 import { registrars } from './routes.js';
 
 declare module 'fastify' {
@@ -168,7 +169,10 @@ export async function createServer(opts: ServerOptions): Promise<FastifyInstance
       );
     } else if (err.validation || (err.statusCode && err.statusCode >= 400 && err.statusCode < 500))
       e = new ApiError('BadRequest', err.message);
-    else {
+    else if (databaseUnavailable(err)) {
+      req.log.warn({ err }, 'the database is unavailable');
+      e = databaseDown();
+    } else {
       req.log.error({ err }, 'unhandled error');
       e = new ApiError('Internal', 'internal error; the request id identifies it in the logs');
     }

@@ -28,7 +28,7 @@ export async function startService(
 ): Promise<RunningService> {
   const logger = opts.logger ?? createLogger(config.server.loglevel);
   const db = openDb(config.server.database, {
-    onIdleError: (err) => logger.warn({ err }, 'a database connection was lost'),
+    onConnectionError: (err) => logger.warn({ err }, 'a database connection was lost'),
   });
   try {
     await migrate(db);

@@ -81,17 +81,32 @@ function cachingStatements(sqlite: SQLite.Database): SqliteDatabase {
 // int8 columns (sequence numbers, millisecond times) fit in a double.
 pg.types.setTypeParser(20, Number);
 
+/** How long a request waits for a PostgreSQL connection before it fails with 503. */
+export const CONNECT_TIMEOUT_MS = 5_000;
+
 export const isPostgresUrl = (s: string) => /^postgres(ql)?:\/\//i.test(s);
 
 export function openDb(
   location: string,
-  opts: { poolSize?: number; onIdleError?: (err: Error) => void } = {},
+  opts: { poolSize?: number; onConnectionError?: (err: Error) => void } = {},
 ): Db {
   if (isPostgresUrl(location)) {
-    const pool = new pg.Pool({ connectionString: location, max: opts.poolSize ?? 10 });
-    // An idle connection that dies (server restart, terminated backend) is discarded by the pool and
-    // replaced on next use; without a listener the 'error' event would crash the process.
-    pool.on('error', (err) => opts.onIdleError?.(err));
+    const pool = new pg.Pool({
+      connectionString: location,
+      max: opts.poolSize ?? 10,
+      // While the database is down, a request waits this long for a connection, then fails (503)
+      // instead of hanging.
+      connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+    });
+    // A connection that dies (server restart, terminated backend) emits 'error'; with
+    // no listener that would crash the process. Idle ones the pool reports here and replaces;
+    // checked-out ones fail their query (the request answers 503) and the pool discards them on
+    // release, since they are no longer queryable.
+    pool.on('connect', (client) => {
+      client.on('error', (err) => opts.onConnectionError?.(err));
+    });
+    // The pool repeats an idle client's error as its own; the client's listener has logged it.
+    pool.on('error', () => {});
     const url = new URL(location);
     url.password = '';
     const kysely = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
