@@ -59,6 +59,14 @@ module.exports = {
     layer('proxy-is-its-own-program', '^src/proxy/', ['core', 'config', 'wire', 'proxy'],
       'the proxy reaches the service only over HTTP: it imports src/core, src/config and src/wire, nothing else of Gatehouse'),
     {
+      name: 'every-folder-has-a-layer',
+      severity: 'error',
+      comment:
+        'a folder of src/ that no layer names is unchecked: add it to a layer in .dependency-cruiser.cjs and docs/architecture.md',
+      from: { path: '^src/', pathNot: `^src/(${[...SERVICE, 'cli', 'proxy'].join('|')})/` },
+      to: {},
+    },
+    {
       name: 'only-the-cli-starts-the-proxy',
       severity: 'error',
       comment: 'no part of the service imports the proxy; only the CLI does (with a dynamic import)',

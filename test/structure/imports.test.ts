@@ -57,6 +57,8 @@ const WRONG: [string, string, string][] = [
   ['proxy', 'objects', 'proxy-is-its-own-program'],
   ['proxy', 'store', 'proxy-is-its-own-program'],
   ['api', 'proxy', 'only-the-cli-starts-the-proxy'],
+  // A new folder is in no layer until the rules name it.
+  ['newfeature', 'core', 'every-folder-has-a-layer'],
 ];
 
 /** Allowed imports: each must pass. */
