@@ -38,14 +38,23 @@ const KEY = /^gv[A-Za-z0-9]{54}$/;
 /**
  * Starts `node dist/cli/main.js serve` on a new database and a free loopback port, reads the
  * admin API key printed on first start (third line of stdout, indented), and waits until
- * GET /healthz answers. Returns { url, key, pid, stderr(), stop() }.
+ * GET /healthz answers. `nodeArgs` go before the script (e.g. a preload), `env` is added to
+ * this process's. Returns { url, key, pid, stderr(), stop() }.
  */
-export async function startServer({ root, database, logLevel = 'warn', timeoutMs = 30_000 }) {
+export async function startServer({
+  root,
+  database,
+  logLevel = 'warn',
+  timeoutMs = 30_000,
+  nodeArgs = [],
+  env = {},
+}) {
   const port = await freePort();
   const listen = `127.0.0.1:${port}`;
   const child = spawn(
     process.execPath,
     [
+      ...nodeArgs,
       join(root, 'dist/cli/main.js'),
       'serve',
       '--database',
@@ -55,7 +64,7 @@ export async function startServer({ root, database, logLevel = 'warn', timeoutMs
       '--log-level',
       logLevel,
     ],
-    { cwd: root, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env } },
+    { cwd: root, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } },
   );
   let out = '';
   let err = '';
