@@ -106,10 +106,10 @@ export function openDb(
       // instead of hanging.
       connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
     });
-    // A connection that dies (server restart, terminated backend) emits 'error'; with
-    // no listener that would crash the process. Idle ones the pool reports here and replaces;
-    // checked-out ones fail their query (the request answers 503) and the pool discards them on
-    // release, since they are no longer queryable.
+    // A connection that dies (server restart, terminated backend) emits 'error'; with no listener
+    // that would crash the process. The pool discards an idle one and opens another on next use; a
+    // checked-out one fails its query (the request answers 503) and is discarded on release, since
+    // it is no longer queryable.
     pool.on('connect', (client) => {
       client.on('error', (err) => opts.onConnectionError?.(err));
     });
