@@ -1,4 +1,4 @@
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import SQLite from 'better-sqlite3';
@@ -147,7 +147,8 @@ describe('which errors mean the database is unavailable', () => {
 
 describe('a locked database (SQLite)', () => {
   it('a write that meets the lock answers 503 with Retry-After, within the busy timeout; reads go on; it works again once the lock is gone', async () => {
-    const file = join(mkdtempSync(join(tmpdir(), 'gh-outage-')), 'gatehouse.db');
+    const dir = mkdtempSync(join(tmpdir(), 'gh-outage-'));
+    const file = join(dir, 'gatehouse.db');
     const s = await serve(['--database', file, '--listen', '127.0.0.1:0']);
     const key = printedKey(s.stdout()) as string;
     const lock = new SQLite(file);
@@ -167,6 +168,7 @@ describe('a locked database (SQLite)', () => {
     } finally {
       lock.close();
       await s.stop();
+      rmSync(dir, { recursive: true, force: true });
     }
   }, 30_000);
 });
