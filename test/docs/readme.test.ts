@@ -28,12 +28,12 @@ import {
   symlinkSync,
   writeFileSync,
 } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
 import { afterEach, describe, expect, it } from 'vitest';
+import { freePort } from '../net.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const README = join(ROOT, 'README.md');
@@ -88,15 +88,6 @@ function markedBlocks(text: string): Block[] {
     i = end;
   }
   return blocks;
-}
-
-async function freePort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve));
-  const addr = srv.address();
-  await new Promise<void>((resolve) => srv.close(() => resolve()));
-  if (typeof addr !== 'object' || !addr) throw new Error('no port');
-  return addr.port;
 }
 
 interface Run {

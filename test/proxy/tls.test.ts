@@ -3,12 +3,12 @@ import { X509Certificate } from 'node:crypto';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import https from 'node:https';
-import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type tls from 'node:tls';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningProxy } from '../../src/proxy/run.js';
+import { freePort } from '../net.js';
 import { startWorld, type World } from './harness.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'gh-proxy-tls-'));
@@ -41,14 +41,6 @@ function selfSigned(name: string, sans: string) {
     { stdio: 'ignore' },
   );
   return { cert, key };
-}
-
-async function freePort(): Promise<number> {
-  const s = net.createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as net.AddressInfo).port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
 }
 
 function httpsGet(
