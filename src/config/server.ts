@@ -1,5 +1,5 @@
 import { isIP } from 'node:net';
-import { listen, oneOf, str } from './setting.js';
+import { int, listen, oneOf, str } from './setting.js';
 
 /** Splits a comma-separated setting into its non-empty, trimmed entries. */
 export const splitList = (v: string) =>
@@ -72,6 +72,15 @@ export const serverSection = {
         }
       }
     },
+  }),
+  changeretention: int({
+    key: 'server.changeretention',
+    env: 'SVC_SERVER_CHANGERETENTION',
+    flag: 'change-retention',
+    default: 7 * 86_400,
+    min: 0,
+    description:
+      'Seconds the change log keeps a write (event-stream catch-up across outages and restarts); 0 keeps it for good',
   }),
   loglevel: oneOf(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const, {
     key: 'server.loglevel',

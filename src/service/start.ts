@@ -6,6 +6,7 @@ import type { ServiceConfig } from '../config/index.js';
 import { parseListen } from '../config/setting.js';
 import { createLogger } from '../core/logger.js';
 import { startMetrics } from '../metrics/collector.js';
+import { startPruner } from '../store/changelog.js';
 import { openDb } from '../store/db.js';
 import { migrate } from '../store/migrations.js';
 import { ObjectStore } from '../store/objects.js';
@@ -51,6 +52,11 @@ export async function startService(
   if ((cert === '') !== (key === '')) throw new Error('server.cert and server.key must be set together');
   const https = cert ? { cert: readFileSync(cert), key: readFileSync(key) } : undefined;
   const stopMetrics = startMetrics(store, logger);
+  const pruner = startPruner(db, {
+    retentionMs: config.server.changeretention * 1000,
+    onError: (err) => logger.warn({ err }, 'change log: pruning failed; trying again later'),
+    onPruned: (rows) => logger.debug({ rows }, 'change log: pruned'),
+  });
   const app = await createServer({ store, db, logger, config, ...(https ? { https } : {}) });
   const { host, port } = parseListen(config.server.listen);
   await app.listen({ host, port });
@@ -64,6 +70,7 @@ export async function startService(
     url,
     async close() {
       await app.close();
+      await pruner.stop();
       await stopMetrics();
       await db.close();
     },

@@ -105,6 +105,18 @@ const migrations = (dialect: Dialect): Record<string, Migration> => ({
         .execute();
     },
   },
+  '0004_changes_pruned': {
+    // Change-log retention (src/store/changelog.ts): the highest sequence number pruned, one row,
+    // so a reader of the log can tell that changes it never read are gone.
+    async up(db: Kysely<unknown>) {
+      await db.schema
+        .createTable('changes_pruned')
+        .addColumn('id', 'integer', (c) => c.primaryKey())
+        .addColumn('seq', 'bigint', (c) => c.notNull())
+        .execute();
+      await sql`INSERT INTO changes_pruned (id, seq) VALUES (1, 0)`.execute(db);
+    },
+  },
 });
 
 class StaticProvider implements MigrationProvider {

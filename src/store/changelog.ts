@@ -1,0 +1,122 @@
+import { sql } from 'kysely';
+import type { Db } from './db.js';
+
+/**
+ * Retention of the change log (`changes`). Every write appends a row; the rows serve the event
+ * stream's tailers (src/events/tailer.ts), which read each change once, soon after it commits.
+ * Rows older than the retention are deleted in small batches, oldest first, by a background
+ * pruner. Two rules keep the readers safe:
+ *
+ * - The newest row is never deleted, so the newest sequence number (lastSeq) never goes back.
+ * - Every prune records the highest sequence number it deleted (`changes_pruned.seq`, only ever
+ *   raised, in the same transaction as the delete). A reader whose position is below that mark
+ *   has lost changes it never read, and knows it: the event stream then tells its subscribers to
+ *   resync from a snapshot (docs/events.md, "Resync").
+ */
+
+/** Rows deleted per transaction: small, so a prune never holds up writes for long. */
+export const PRUNE_BATCH = 500;
+
+/** The highest sequence number pruned so far (0 when nothing was). */
+export async function prunedThrough(db: Db): Promise<number> {
+  const row = await sql<{ seq: number | string }>`SELECT seq FROM changes_pruned WHERE id = 1`.execute(
+    db.kysely,
+  );
+  return Number(row.rows[0]?.seq ?? 0);
+}
+
+/**
+ * Deletes one batch of change-log rows written before `before` (epoch ms), oldest first, never the
+ * newest row. Returns how many rows it deleted (0: nothing left to prune).
+ */
+export async function pruneBatch(db: Db, before: number, batch = PRUNE_BATCH): Promise<number> {
+  return db.kysely.transaction().execute(async (tx) => {
+    const newest = await tx
+      .selectFrom('changes')
+      .select((eb) => eb.fn.max('seq').as('seq'))
+      .executeTakeFirst();
+    const keep = Number(newest?.seq ?? 0);
+    const oldest = await tx
+      .selectFrom('changes')
+      .select(['seq', 'time'])
+      .where('seq', '<', keep)
+      .orderBy('seq')
+      .limit(batch)
+      .execute();
+    // The oldest rows in sequence order, up to the first one young enough to keep. Sequence and
+    // time go up together (writers are serialized), so this is the old end of the log.
+    let upTo = 0;
+    let n = 0;
+    for (const row of oldest) {
+      if (Number(row.time) >= before) break;
+      upTo = Number(row.seq);
+      n++;
+    }
+    if (n === 0) return 0;
+    await tx.deleteFrom('changes').where('seq', '<=', upTo).execute();
+    await sql`UPDATE changes_pruned SET seq = ${upTo} WHERE id = 1 AND seq < ${upTo}`.execute(tx);
+    return n;
+  });
+}
+
+export interface PrunerOptions {
+  /** How long rows are kept, in ms; 0 keeps them for good. */
+  retentionMs: number;
+  /** How often to look for rows to prune, in ms. */
+  intervalMs?: number;
+  /** Pause between two batches, in ms, so writers always get their turn. */
+  pauseMs?: number;
+  batch?: number;
+  onError?: (err: unknown) => void;
+  /** After each run that deleted rows (tests, logs). */
+  onPruned?: (rows: number) => void;
+}
+
+/** The interval between runs: a tenth of the retention, between one second and one minute. */
+export const pruneInterval = (retentionMs: number) => Math.min(60_000, Math.max(1_000, retentionMs / 10));
+
+/**
+ * Prunes the change log in the background until stopped. Each instance sharing a database runs
+ * one; deleting rows another instance already deleted does nothing, so they need no coordination.
+ */
+export function startPruner(
+  db: Db,
+  opts: PrunerOptions,
+): { stop(): Promise<void>; runOnce(): Promise<number> } {
+  const pause = opts.pauseMs ?? 20;
+  let stopped = false;
+  let running: Promise<number> | undefined;
+  const run = async () => {
+    let total = 0;
+    for (;;) {
+      if (stopped) break;
+      const n = await pruneBatch(db, Date.now() - opts.retentionMs, opts.batch);
+      total += n;
+      if (n < (opts.batch ?? PRUNE_BATCH)) break;
+      await new Promise((r) => setTimeout(r, pause));
+    }
+    if (total > 0) opts.onPruned?.(total);
+    return total;
+  };
+  const runOnce = () => {
+    running ??= run().finally(() => {
+      running = undefined;
+    });
+    return running;
+  };
+  const timer =
+    opts.retentionMs > 0
+      ? setInterval(() => {
+          runOnce().catch((err) => opts.onError?.(err));
+        }, opts.intervalMs ?? pruneInterval(opts.retentionMs))
+      : undefined;
+  timer?.unref();
+  return {
+    runOnce,
+    async stop() {
+      stopped = true;
+      clearInterval(timer);
+      await running?.catch(() => undefined);
+    },
+  };
+}
