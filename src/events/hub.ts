@@ -8,16 +8,16 @@ import { sessionById, sessionEvents } from '../auth/session/sessions.js';
 import { APIKey } from '../objects/apikey.js';
 import { Tenant } from '../objects/tenant.js';
 import { User } from '../objects/user.js';
-import { timestampMs } from '../schema/fields.js';
 import type { ServiceContext } from '../store/context.js';
 import type { Change } from '../store/objects.js';
 import { Connection, type ConnectionHub } from './connection.js';
-import { CloseCodes, INTEGRITY_CHANGED } from './protocol.js';
+import { CloseCodes, INTEGRITY_CHANGED, RESYNC } from './protocol.js';
 import { takeSnapshot } from './snapshot.js';
 import type { SessionChange } from './special.js';
 import { Outgoing, type Subscription } from './subscription.js';
 import { ChangeTailer, SIGNALS_CHANNEL } from './tailer.js';
 import type { EventHubOptions, EventSocket } from './types.js';
+import { expiryOf, keyStillGrants, streamHolder, suspensionOf } from './validity.js';
 
 export type { EventHubOptions, EventSocket } from './types.js';
 
@@ -78,6 +78,7 @@ export class EventHub implements ConnectionHub {
       ctx.logger,
       { pollIntervalMs: this.options.pollIntervalMs, batchSize: 1000 },
       (payload) => this.applySignal(payload),
+      () => this.resync(),
     );
     sessionEvents.on('change', this.onLocalSession);
   }
@@ -180,6 +181,23 @@ export class EventHub implements ConnectionHub {
       if (!match(conn.principal, conn.request)) continue;
       conn.send({ ID: '', Item: {}, ...INTEGRITY_CHANGED });
       conn.close(CloseCodes.IntegrityChanged, INTEGRITY_CHANGED.StatusText);
+      n++;
+    }
+    return n;
+  }
+
+  /**
+   * The change log lost changes before this instance read them: every stream gets the
+   * StatusCode 205 frame and is closed (4009); clients resubscribe and receive a fresh snapshot.
+   * Credentials are checked again on reconnect (a lost change may have revoked them), and the
+   * caches that follow the change log (validated API keys) are dropped.
+   */
+  resync(): number {
+    this.ctx.store.commits.emit('remote');
+    let n = 0;
+    for (const conn of [...this.connections]) {
+      conn.send({ ID: '', Item: {}, ...RESYNC });
+      conn.close(CloseCodes.Resync, RESYNC.StatusText);
       n++;
     }
     return n;
@@ -367,31 +385,4 @@ export class EventHub implements ConnectionHub {
     for (const conn of [...this.connections]) conn.terminate();
     await this.tailer.close();
   }
-}
-
-/** Whose streams count together: the user's, else the key's or the session's. */
-const streamHolder = (p: Principal) =>
-  p.userId !== '' ? `u:${p.userId}` : p.keyId ? `k:${p.keyId}` : `s:${p.sessionId ?? ''}`;
-
-/** Why an updated API key no longer grants what the stream was opened with, or undefined. */
-function keyStillGrants(o: Outgoing, p: Principal): string | undefined {
-  if (o.change.data === null) return 'the API key was deleted';
-  const doc = o.parsed;
-  const scopes = new Set(Array.isArray(doc.Scopes) ? (doc.Scopes as string[]) : []);
-  const same = scopes.size === p.scopes.size && [...p.scopes].every((s) => scopes.has(s));
-  if (!same || String(doc.UserID ?? '') !== p.userId) return "the API key's scopes or user changed";
-  if (Date.now() >= expiryOf(doc.ExpireTime)) return 'the API key expired';
-  return undefined;
-}
-
-/** When a SuspendAfter starts a suspension, as epoch ms; never (Infinity) for the zero time. */
-function suspensionOf(value: unknown): number {
-  const t = timestampMs(String(value));
-  return Number.isFinite(t) ? t : Number.POSITIVE_INFINITY;
-}
-
-/** An ExpireTime as epoch ms; never (Infinity) for the zero time. */
-function expiryOf(value: unknown): number {
-  const t = timestampMs(String(value));
-  return Number.isFinite(t) && t > 0 ? t : Number.POSITIVE_INFINITY;
 }

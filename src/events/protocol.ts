@@ -40,9 +40,18 @@ export const CloseCodes = {
   CredentialsRevoked: 4001,
   /** The client does not read fast enough: its send buffer passed the limit. */
   SlowConsumer: 4008,
+  /** After the StatusCode 205 "Reset Content" frame: changes were lost; reconnect and resubscribe. */
+  Resync: 4009,
 } as const;
 
 export const INTEGRITY_CHANGED = { StatusCode: 100, StatusText: 'Integrity Level Changed' } as const;
+
+/**
+ * Changes this stream should have carried are gone from the change log (pruned before this
+ * instance read them): what the client holds may be stale. It discards it, reconnects and
+ * subscribes again, and the snapshot and catch-up marker bring it up to date.
+ */
+export const RESYNC = { StatusCode: 205, StatusText: 'Reset Content' } as const;
 
 /** An error answered as a frame (the connection stays open). */
 export class StreamError extends Error {

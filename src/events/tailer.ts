@@ -1,5 +1,6 @@
 import pg from 'pg';
 import type { Logger } from 'pino';
+import { prunedThrough } from '../store/changelog.js';
 import { CHANGES_CHANNEL, type Change, type ObjectStore } from '../store/objects.js';
 
 /** NOTIFY channel for stream signals between instances (src/events/hub.ts: sessionIntegrityChanged...). */
@@ -44,6 +45,11 @@ export class ChangeTailer {
     private readonly options: TailerOptions,
     /** Payloads NOTIFYed on SIGNALS_CHANNEL by any instance (this one included). */
     private readonly onSignal: (payload: string) => void = () => {},
+    /**
+     * Changes after the position were pruned before this tailer read them (src/store/changelog.ts):
+     * whoever relied on seeing every change must start again from a snapshot.
+     */
+    private readonly onGap: () => void = () => {},
   ) {}
 
   /** Idempotent; resolves once the position is known and wake-ups are wired. */
@@ -96,6 +102,15 @@ export class ChangeTailer {
         for (;;) {
           const batch = await this.store.changesSince(this.position, this.options.batchSize);
           if (this.closed || batch.length === 0) break;
+          // A hole after the position is usually a rolled-back sequence number; it is a loss only
+          // when the pruner has been past the position.
+          if ((batch[0] as Change).seq > this.position + 1 && (await this.lostSincePosition())) {
+            this.logger.warn(
+              { position: this.position, next: (batch[0] as Change).seq },
+              'event stream: changes were pruned before they were read; subscribers resync',
+            );
+            this.onGap();
+          }
           this.position = (batch[batch.length - 1] as Change).seq;
           this.deliver(batch);
           if (batch.length < this.options.batchSize) break;
@@ -107,6 +122,10 @@ export class ChangeTailer {
     } finally {
       this.reading = false;
     }
+  }
+
+  private async lostSincePosition(): Promise<boolean> {
+    return (await prunedThrough(this.store.db)) > this.position;
   }
 
   /** A dedicated connection LISTENing for commits of every process sharing the database. */
