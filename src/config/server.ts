@@ -73,6 +73,16 @@ export const serverSection = {
       }
     },
   }),
+  databasetimeout: int({
+    key: 'server.databasetimeout',
+    env: 'SVC_SERVER_DATABASETIMEOUT',
+    flag: 'database-timeout',
+    default: 10,
+    min: 1,
+    max: 3600,
+    description:
+      'Seconds a PostgreSQL statement may go unanswered before the request fails with 503 and the connection is replaced (a network cut)',
+  }),
   changeretention: int({
     key: 'server.changeretention',
     env: 'SVC_SERVER_CHANGERETENTION',

@@ -61,7 +61,7 @@ export class ChangeTailer {
   private async init() {
     this.position = await this.store.lastSeq();
     this.store.commits.on('commit', this.wake);
-    this.pollTimer = setInterval(this.wake, this.options.pollIntervalMs);
+    this.pollTimer = setInterval(this.poll, this.options.pollIntervalMs);
     this.pollTimer.unref();
     if (this.store.db.dialect === 'postgres') await this.listen();
   }
@@ -71,8 +71,37 @@ export class ChangeTailer {
     this.options.pollIntervalMs = ms;
     if (this.pollTimer) {
       clearInterval(this.pollTimer);
-      this.pollTimer = setInterval(this.wake, ms);
+      this.pollTimer = setInterval(this.poll, ms);
       this.pollTimer.unref();
+    }
+  }
+
+  /** The safety-net poll: read the log, and check that the LISTEN connection still answers. */
+  private readonly poll = () => {
+    this.wake();
+    void this.checkListener();
+  };
+
+  private checkingListener = false;
+
+  /**
+   * A network cut leaves the LISTEN socket open and silent: notifications stop with no error.
+   * A statement on it that goes unanswered (the pool's query_timeout) replaces the connection.
+   */
+  private async checkListener() {
+    const client = this.listener;
+    if (!client || this.checkingListener || this.closed) return;
+    this.checkingListener = true;
+    try {
+      await client.query('SELECT 1');
+    } catch (err) {
+      if (this.listener === client && !this.closed) {
+        this.logger.warn({ err }, 'event stream: LISTEN connection does not answer; reconnecting');
+        (client as unknown as { connection: { stream: { destroy(): void } } }).connection.stream.destroy();
+        this.relisten(client);
+      }
+    } finally {
+      this.checkingListener = false;
     }
   }
 

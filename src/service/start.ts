@@ -29,6 +29,7 @@ export async function startService(
 ): Promise<RunningService> {
   const logger = opts.logger ?? createLogger(config.server.loglevel);
   const db = openDb(config.server.database, {
+    queryTimeoutMs: config.server.databasetimeout * 1000,
     onConnectionError: (err) => logger.warn({ err }, 'a database connection was lost'),
   });
   try {

@@ -64,9 +64,19 @@ export interface Db {
  */
 function cachingStatements(sqlite: SQLite.Database): SqliteDatabase {
   const cache = new Map<string, SQLite.Statement>();
+  // On some errors (SQLITE_FULL, SQLITE_IOERR, SQLITE_NOMEM, SQLITE_BUSY in COMMIT) SQLite has
+  // already rolled the transaction back by itself. Kysely's ROLLBACK then fails with "no transaction
+  // is active", and that error replaces the real one: a full disk would answer 500 instead of 503.
+  // A ROLLBACK with no transaction open does nothing instead.
+  const rollback = sqlite.prepare('rollback');
+  const rollbackIfOpen = {
+    reader: false,
+    run: () => (sqlite.inTransaction ? rollback.run() : { changes: 0, lastInsertRowid: 0 }),
+  };
   return {
     close: () => sqlite.close(),
     prepare(sql: string) {
+      if (sql === 'rollback') return rollbackIfOpen as unknown as SQLite.Statement;
       let stmt = cache.get(sql);
       if (!stmt) {
         if (cache.size >= 512) cache.clear();
@@ -92,11 +102,37 @@ export const SQLITE_CACHE_KIB = 8_000;
 /** How long a request waits for a PostgreSQL connection before it fails with 503. */
 export const CONNECT_TIMEOUT_MS = 5_000;
 
+/** How long a PostgreSQL statement may go unanswered by default (server.databasetimeout). */
+export const QUERY_TIMEOUT_MS = 10_000;
+
+/** node-postgres's words when a statement outlived query_timeout. */
+export const QUERY_TIMEOUT_MESSAGE = 'Query read timeout';
+
+/**
+ * A statement unanswered for query_timeout means the connection cannot be trusted (a network cut
+ * leaves the socket open and silent: no reset, no error). node-postgres fails the statement but
+ * keeps the connection, so the next statement on it (the transaction's ROLLBACK, the next
+ * request's query) would wait just as long: close its socket instead, so what follows fails at
+ * once and the pool discards the connection on release.
+ */
+export function dropOnTimeout(client: pg.Client) {
+  const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+  (client as { query: unknown }).query = (...args: unknown[]) => {
+    const result = query(...args);
+    if (result instanceof Promise)
+      result.catch((err: unknown) => {
+        if (err instanceof Error && err.message === QUERY_TIMEOUT_MESSAGE)
+          (client as unknown as { connection: { stream: { destroy(): void } } }).connection.stream.destroy();
+      });
+    return result;
+  };
+}
+
 export const isPostgresUrl = (s: string) => /^postgres(ql)?:\/\//i.test(s);
 
 export function openDb(
   location: string,
-  opts: { poolSize?: number; onConnectionError?: (err: Error) => void } = {},
+  opts: { poolSize?: number; onConnectionError?: (err: Error) => void; queryTimeoutMs?: number } = {},
 ): Db {
   if (isPostgresUrl(location)) {
     const pool = new pg.Pool({
@@ -105,6 +141,14 @@ export function openDb(
       // While the database is down, a request waits this long for a connection, then fails (503)
       // instead of hanging.
       connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+      // A statement left unanswered (a network cut) fails after this, and its connection with it.
+      query_timeout: opts.queryTimeoutMs ?? QUERY_TIMEOUT_MS,
+      // The server's side of the same cut: a backend whose client went silent inside a transaction
+      // would keep the store's write lock until TCP gave up on it (hours); it ends the session.
+      idle_in_transaction_session_timeout: opts.queryTimeoutMs ?? QUERY_TIMEOUT_MS,
+      // Idle connections across a cut are found by TCP keep-alive rather than by the next request.
+      keepAlive: true,
+      keepAliveInitialDelayMillis: 10_000,
     });
     // A connection that dies (server restart, terminated backend) emits 'error'; with no listener
     // that would crash the process. The pool discards an idle one and opens another on next use; a
@@ -112,6 +156,7 @@ export function openDb(
     // it is no longer queryable.
     pool.on('connect', (client) => {
       client.on('error', (err) => opts.onConnectionError?.(err));
+      dropOnTimeout(client);
     });
     // The pool repeats an idle client's error as its own; the client's listener has logged it.
     pool.on('error', () => {});

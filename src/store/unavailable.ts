@@ -20,8 +20,8 @@ export function databaseUnavailable(err: unknown): boolean {
     // SQLite: locked beyond busy_timeout, disk full, I/O errors, the file gone.
     if (/^SQLITE_(BUSY|LOCKED|FULL|IOERR|CANTOPEN|READONLY)/.test(code)) return true;
   }
-  // node-postgres says these without a code.
-  return /Connection terminated|timeout exceeded when trying to connect|is not queryable|Client was closed/.test(
+  // node-postgres says these without a code (the last: a statement unanswered for query_timeout).
+  return /Connection terminated|timeout exceeded when trying to connect|is not queryable|Client was closed|^Query read timeout$/.test(
     err.message,
   );
 }
