@@ -111,7 +111,7 @@ describe.skipIf(!HAVE_CHROMIUM)(`sign-in pages in headless Chromium (${backends(
     await page.getByRole('button', { name: 'Continue' }).click();
     await page.getByLabel('Password').fill(PW);
     await page.getByRole('button', { name: 'Sign in with password' }).click();
-    await page.getByText('Verified: password.').waitFor();
+    await page.getByText('You proved your password. One more step is needed to sign in.').waitFor();
     await page.getByLabel('Code from your authenticator app').waitFor();
     expect(await page.getByLabel('Password').isVisible()).toBe(false);
     await shot('signin-totp');
