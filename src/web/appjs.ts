@@ -134,6 +134,7 @@ export const APP_JS = String.raw`(function () {
       if (st.Authorized && st.IntegrityLevel >= target) return finish(st);
       show($('step-email'), false); show($('step-done'), false); show($('step-factors'), true);
       $('who-email').textContent = st.Email;
+      $('who-label').textContent = stepUp ? 'Signed in as' : 'Signing in as';
       // One factor at a time: prefer one of a kind not proven yet (that is what raises the level).
       var provenKinds = st.Proven.map(function (f) { return KIND[f]; });
       var ordered = ORDER.filter(function (f) { return st.Factors.indexOf(f) >= 0; });
@@ -240,6 +241,14 @@ export const APP_JS = String.raw`(function () {
   }
 
   var replacingTotp = false;
+  // Back to the card's buttons; loadMe() then decides whether Remove shows.
+  function closeTotpSetup() {
+    show($('totp-setup'), false);
+    show($('totp-replace-note'), false);
+    show($('totp-start'), true);
+    show($('totp-remove'), replacingTotp);
+    $('e-totp').reset();
+  }
 
   function initEnroll() {
     $('e-password').addEventListener('submit', function (ev) {
@@ -263,6 +272,8 @@ export const APP_JS = String.raw`(function () {
         $('totp-qr').src = r.data.QRCode;
         $('totp-secret').textContent = r.data.Secret;
         show($('totp-replace-note'), replacingTotp);
+        show($('totp-start'), false);
+        show($('totp-remove'), false);
         show($('totp-setup'), true);
         $('totp-code').focus();
       });
@@ -270,10 +281,11 @@ export const APP_JS = String.raw`(function () {
     $('e-totp').addEventListener('submit', function (ev) {
       ev.preventDefault();
       api('POST', '/auth/enroll/totp/confirm', { json: { Code: $('totp-code').value } }).then(function (r) {
-        if (r.status === 204) { show($('totp-setup'), false); show($('totp-replace-note'), false); $('e-totp').reset(); }
+        if (r.status === 204) { closeTotpSetup(); }
         done(r, 'Authenticator app set up.');
       });
     });
+    $('totp-cancel').addEventListener('click', closeTotpSetup);
     $('totp-remove').addEventListener('click', function () {
       api('DELETE', '/auth/enroll/totp').then(function (r) { done(r, 'Authenticator app removed.'); });
     });

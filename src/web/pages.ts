@@ -18,6 +18,9 @@ interface PageOpts {
 const when = (state: 'in' | 'out', signedIn: boolean) =>
   `data-when="${state}"${(state === 'in') !== signedIn ? ' hidden' : ''}`;
 
+/** Marks the top bar's link to the page being shown (read out as "current page"). */
+const here = (o: PageOpts, page: PageOpts['page']) => (o.page === page ? ' aria-current="page"' : '');
+
 function layout(o: PageOpts): string {
   return `<!doctype html>
 <html lang="en">
@@ -34,7 +37,7 @@ ${ICON_LINKS}
 <header class="top">
   <span class="logo" aria-hidden="true"></span><span class="name">${esc(o.tenant)}</span>
   <nav aria-label="Account">
-    <a href="/signin" ${when('out', !!o.signedIn)}>Sign in</a><a href="/signin/enroll" ${when('in', !!o.signedIn)}>Security settings</a><a href="/signin/debug">API explorer</a><a href="/signin/signout" ${when('in', !!o.signedIn)}>Sign out</a>
+    <a href="/signin" ${when('out', !!o.signedIn)}${here(o, 'signin')}>Sign in</a><a href="/signin/enroll" ${when('in', !!o.signedIn)}${here(o, 'enroll')}>Security settings</a><a href="/signin/debug"${here(o, 'debug')}>API explorer</a><a href="/signin/signout" ${when('in', !!o.signedIn)}${here(o, 'signout')}>Sign out</a>
   </nav>
 </header>
 <main${o.wide ? ' class="wide"' : ''}>
@@ -84,7 +87,7 @@ export function signinPage(
     </form>
   </div>
   <div id="step-factors" hidden>
-    <div class="who"><span>Signing in as <strong id="who-email"></strong></span>
+    <div class="who"><span><span id="who-label">Signing in as</span> <strong id="who-email"></strong></span>
       <button type="button" id="not-me" class="secondary">Not you?</button></div>
     <p class="muted" id="progress" aria-live="polite"></p>
     ${factorForm('f-password', 'Password', '<input id="password" name="password" type="password" autocomplete="current-password" required>', 'password', 'Sign in with password')}
@@ -96,7 +99,7 @@ export function signinPage(
     <p id="no-factor" class="alert error" hidden>No sign-in method is set up for this account. Ask an administrator to set a password.</p>
   </div>
   <div id="step-done" hidden>
-    <p class="alert ok">You are signed in as <strong id="done-who"></strong>.</p>
+    <p class="alert ok">Signed in as <strong id="done-who"></strong>.</p>
     <p class="muted" id="done-how"></p>
     <p><a href="/signin/enroll">Security settings</a> · <a href="/signin/debug">API explorer</a> · <a href="/signin/signout">Sign out</a></p>
   </div>
@@ -146,6 +149,7 @@ export function enrollPage(tenant: string, signedIn = false): string {
         <label for="totp-code">Code shown by the app</label>
         <input id="totp-code" inputmode="numeric" autocomplete="one-time-code" maxlength="7" required>
         <button type="submit">Confirm</button>
+        <button type="button" id="totp-cancel" class="secondary">Cancel</button>
       </form>
     </div>
   </section>
@@ -190,7 +194,6 @@ export function debugPage(tenant: string, signedIn = false): string {
     main: `
 <h1>API explorer</h1>
 <p class="lead">Requests are sent from this browser with your session (no API key needed).<span ${when('out', signedIn)}> <a href="/signin?return=/signin/debug">Sign in</a> first.</span></p>
-<p id="d-stepup" class="alert warn" hidden><span id="d-stepup-why"></span> <a id="d-stepup-link" href="/signin"></a></p>
 <section class="card" aria-labelledby="h-req">
   <h2 id="h-req">Request</h2>
   <form id="d-form">
@@ -208,6 +211,7 @@ export function debugPage(tenant: string, signedIn = false): string {
 </section>
 <section class="card" id="d-result" aria-labelledby="h-res" aria-live="polite" hidden>
   <h2 id="h-res">Response <span id="r-status" class="status"></span></h2>
+  <p id="d-stepup" class="alert warn" hidden><span id="d-stepup-why"></span> <a id="d-stepup-link" href="/signin"></a></p>
   <h3 class="muted">Headers</h3>
   <pre class="out" id="r-headers"></pre>
   <h3 class="muted">Body</h3>

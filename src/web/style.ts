@@ -15,6 +15,10 @@ header.top { display: flex; align-items: center; gap: .6rem; padding: 1rem 1.5re
 header.top .logo { width: 28px; height: 28px; border-radius: 8px; background: linear-gradient(135deg, #3754d6, #7b5cf0); }
 header.top .name { font-weight: 650; letter-spacing: .01em; }
 header.top nav { margin-left: auto; display: flex; gap: 1rem; font-size: .95rem; }
+header.top { flex-wrap: wrap; }
+header.top nav { flex-wrap: wrap; row-gap: .25rem; }
+header.top nav a { white-space: nowrap; }
+header.top nav a[aria-current="page"] { font-weight: 650; text-decoration-thickness: 2px; }
 main { max-width: 440px; margin: 4vh auto 2rem; padding: 0 1rem; }
 main.wide { max-width: 960px; }
 .card { background: var(--card); border: 1px solid var(--line); border-radius: var(--radius);
@@ -42,7 +46,10 @@ button.block { width: 100%; }
   border-radius: 8px; padding: .5rem .8rem; margin-bottom: .5rem; font-size: .95rem; }
 .who button { margin: 0; padding: .25rem .6rem; font-size: .85rem; }
 .who { gap: .75rem; }
-.who > span { min-width: 0; overflow-wrap: anywhere; }
+.who { flex-wrap: wrap; row-gap: .4rem; }
+.who > span { min-width: 0; flex: 1 1 12rem; overflow-wrap: break-word; }
+.who button { margin-left: auto; }
+@media (max-width: 480px) { .card { padding: 1.25rem; } header.top { padding: 1rem; } }
 .who button { white-space: nowrap; flex: none; }
 .alert { border-radius: 8px; padding: .7rem .9rem; margin: 0 0 1rem; font-size: .95rem; }
 .alert.error { background: var(--bad-bg); color: var(--bad); }

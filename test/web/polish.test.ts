@@ -120,7 +120,8 @@ describe(`sign-in pages as a new user meets them, in headless Chromium (${backen
     await shots(page, 'signin-password');
     await page.getByRole('button', { name: 'Sign in with password' }).click();
 
-    await page.getByText('You are signed in as').waitFor();
+    await page.getByRole('heading', { name: 'You are signed in' }).waitFor();
+    expect(await page.locator('#done-who').textContent()).toBe(a.email);
     expect(await page.locator('h1').textContent()).toBe('You are signed in');
     expect(await page.title()).toMatch(/^You are signed in · /);
     expect(await page.locator('#lead').isVisible()).toBe(false);
