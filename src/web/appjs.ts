@@ -287,6 +287,8 @@ export const APP_JS = String.raw`(function () {
     });
     $('totp-cancel').addEventListener('click', closeTotpSetup);
     $('totp-remove').addEventListener('click', function () {
+      // Removing a way to sign in is not undone by another click: ask first.
+      if (!window.confirm('Remove the authenticator app? Its codes will no longer sign you in.')) return;
       api('DELETE', '/auth/enroll/totp').then(function (r) { done(r, 'Authenticator app removed.'); });
     });
     $('backup-gen').addEventListener('click', function () {

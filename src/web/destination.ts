@@ -26,9 +26,11 @@ export async function destinationName(
   tenantName: string,
 ): Promise<string> {
   if (returnUrl === '') return tenantName;
-  const own = ownOrigin(req);
   let u: URL;
+  let own: string;
   try {
+    // Through URL: "http://host:80" as the Host header may spell it is the origin "http://host".
+    own = new URL(ownOrigin(req)).origin;
     u = new URL(returnUrl, own);
   } catch {
     return tenantName;

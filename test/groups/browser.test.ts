@@ -11,6 +11,7 @@ import { expectAccessibleBothSchemes } from '../web/axe.js';
 import { create } from './fixture.js';
 
 const CHROMIUM = '/usr/bin/chromium';
+const SHOTS = new URL('../../docs/screenshots/', import.meta.url).pathname;
 const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'];
 
 describe.each(backends())('access request in headless Chromium on %s', (backend) => {
@@ -84,6 +85,13 @@ describe.each(backends())('access request in headless Chromium on %s', (backend)
     await page.goto(denied.Location as string);
     expect(await page.locator('h1').textContent()).toBe('Access to Payroll, "EU"');
     await expectAccessibleBothSchemes(page, 'access request page');
+    if (process.env.UPDATE_SCREENSHOTS && backend === 'sqlite')
+      for (const colorScheme of ['light', 'dark'] as const) {
+        await page.emulateMedia({ colorScheme });
+        await page.screenshot({
+          path: `${SHOTS}ui-access-request${colorScheme === 'dark' ? '-dark' : ''}.png`,
+        });
+      }
     await page.fill('#reason', 'month-end close, ticket 7');
     await page.click('#request');
     await page.waitForSelector('#state[data-state="requested"]');

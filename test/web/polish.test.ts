@@ -259,6 +259,14 @@ describe(`sign-in pages as a new user meets them, in headless Chromium (${backen
     expect(await page.locator('#e-pin button').textContent()).toBe('Change PIN');
     expect(await page.locator('#totp-replace-note').isVisible()).toBe(false);
     await expectNoJargon(page, '/signin/enroll');
+    // Cancel leaves the set-up and brings the card's buttons back; then start again for real.
+    await start.click();
+    await page.locator('#totp-qr').waitFor();
+    expect(await start.isVisible()).toBe(false);
+    await page.getByRole('button', { name: 'Cancel' }).click();
+    expect(await page.locator('#totp-setup').isVisible()).toBe(false);
+    expect(await start.isVisible()).toBe(true);
+    expect(await page.getByRole('button', { name: 'Remove' }).isVisible()).toBe(true);
     await start.click();
     await page.locator('#totp-qr').waitFor();
     expect(await page.locator('#totp-replace-note').isVisible()).toBe(true);
@@ -282,6 +290,34 @@ describe(`sign-in pages as a new user meets them, in headless Chromium (${backen
     await page.getByText('Authenticator app set up.').waitFor();
     expect(await page.locator('#totp-replace-note').isVisible()).toBe(false);
     await expect.poll(() => start.textContent()).toBe('Replace the authenticator app');
+
+    // Remove asks first: declined, nothing changes; accepted, the card offers to set one up.
+    const remove = page.getByRole('button', { name: 'Remove' });
+    const deletes: string[] = [];
+    page.on('request', (r) => {
+      if (r.method() === 'DELETE') deletes.push(r.url());
+    });
+    const asked = new Promise<void>((resolve) =>
+      page.once('dialog', (d) => {
+        void d.dismiss();
+        resolve();
+      }),
+    );
+    await remove.click();
+    await asked;
+    await page.waitForLoadState('networkidle');
+    expect(deletes).toEqual([]);
+    expect(await page.locator('#st-totp').textContent()).toBe('set up');
+    page.once('dialog', (d) => {
+      expect(d.message()).toContain('Remove the authenticator app?');
+      void d.accept();
+    });
+    await remove.click();
+    await page.getByText('Authenticator app removed.').waitFor();
+    expect(deletes).toEqual([`${base}/auth/enroll/totp`]);
+    await expect.poll(() => start.textContent()).toBe('Set up an authenticator app');
+    expect(await remove.isVisible()).toBe(false);
+    expect(await page.locator('#st-totp').textContent()).toBe('not set up');
   }, 60_000);
 
   it('the API explorer: a 401 Insufficient Integrity offers a step-up that comes back and sends the same request', async () => {
