@@ -5,6 +5,8 @@ export const APP_JS = String.raw`(function () {
   var page = body.getAttribute('data-page');
   var returnUrl = body.getAttribute('data-return') || '';
   var intent = body.getAttribute('data-intent') || '';
+  // Whether the server found the person signed in when it drew the page (before any step here).
+  var signedInAtLoad = body.getAttribute('data-signed-in') === 'yes';
 
   function $(id) { return document.getElementById(id); }
   function show(el, on) { if (el) el.hidden = !on; }
@@ -69,9 +71,11 @@ export const APP_JS = String.raw`(function () {
   var LABEL = { password: 'password', pin: 'PIN', totp: 'authenticator app', backup: 'a backup code', activation_code: 'activation code' };
   var ORDER = ['password', 'totp', 'pin', 'backup'];
   // What a person proved, in their words (for "You signed in with …").
-  var PROOF = { password: 'your password', pin: 'your PIN', totp: 'your authenticator app', backup: 'a backup code', activation_code: 'your activation code' };
+  var PROOF = { password: 'your password', pin: 'your PIN', totp: 'your authenticator app', backup: 'a backup code', activation_code: 'your activation code',
+    otp: 'a link sent to your e-mail', pstn: 'a code sent to your phone', mobile: 'your phone', u2f: 'your security key or passkey', vouch: 'a colleague vouching for you' };
   function proofs(list) {
-    var words = list.map(function (f) { return PROOF[f] || LABEL[f] || f; });
+    // Never a factor's internal name: a factor without words here is "another way of signing in".
+    var words = list.map(function (f) { return PROOF[f] || LABEL[f] || 'another way of signing in'; });
     return words.length < 2 ? words.join('') : words.slice(0, -1).join(', ') + ' and ' + words[words.length - 1];
   }
   function heading(text) {
@@ -121,8 +125,9 @@ export const APP_JS = String.raw`(function () {
       var signed = both[1];
       if (!st) { alertBox('error', 'The service did not answer.'); return; }
       setSignedIn(signed);
-      // Signed in and sent here by a refused request (an intent): a step-up, not a new sign-in.
-      var stepUp = signed && intent !== '';
+      // Signed in, and sent here by a refused request (an intent) or already signed in on arrival:
+      // a step-up, not a new sign-in.
+      var stepUp = signed && (intent !== '' || signedInAtLoad);
       heading(stepUp ? 'Confirm it\u2019s you' : 'Sign in');
       show($('lead'), true);
       if (!st.UserID) {
@@ -226,6 +231,11 @@ export const APP_JS = String.raw`(function () {
       $('e-pin').querySelector('button').textContent = u.HavePIN ? 'Change PIN' : 'Save PIN';
       replacingTotp = !!u.HaveTOTPSecret;
       setSignedIn(true);
+      // Changes need the level this person's sign-in methods reach: say so before they type.
+      api('POST', '/auth').then(function (a) {
+        var st = a.data;
+        show($('enroll-stepup'), !!(st && st.IntegrityLevel < st.ReachableLevel));
+      });
       return u;
     });
   }

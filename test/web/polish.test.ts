@@ -370,6 +370,36 @@ describe(`sign-in pages as a new user meets them, in headless Chromium (${backen
     expect(await page.locator('#d-result').isVisible()).toBe(false);
   }, 90_000);
 
+  it('security settings say before any typing that a change needs confirming first, and the link confirms', async () => {
+    const a = await account(s, { tag: 'before', totp: true });
+    const page = await newPage();
+    const h = { 'x-requested-with': 'test' };
+    await page.request.post(`${base}/auth/email`, { form: { email: a.email }, headers: h });
+    await page.request.post(`${base}/auth/password`, { form: { password: PW }, headers: h });
+    await page.goto(`${base}/signin/enroll`);
+    const notice = page.locator('#enroll-stepup');
+    await notice.waitFor();
+    await expectAccessibleBothSchemes(page, '/signin/enroll confirm first');
+    await shots(page, 'enroll-confirm-first');
+    await notice.getByRole('link', { name: 'Confirm it’s you' }).click();
+    const code = page.getByLabel('Code from your authenticator app');
+    await code.waitFor();
+    // Already signed in on arrival: a confirmation, not a new sign-in.
+    expect(await page.locator('h1').textContent()).toBe('Confirm it’s you');
+    expect(await page.locator('#who-label').textContent()).toBe('Signed in as');
+    await code.fill(totpCode(a.totp as string));
+    await page.getByRole('button', { name: 'Verify code' }).click();
+    await page.waitForURL(`${base}/signin/enroll`);
+    await page.locator('#st-totp', { hasText: /^set up$/ }).waitFor();
+    await page.waitForLoadState('networkidle');
+    expect(await notice.isVisible()).toBe(false);
+    // And the change goes through without a detour.
+    await page.getByLabel('New PIN (4 to 12 digits)').fill('86428642');
+    await page.getByRole('button', { name: 'Save PIN' }).click();
+    await page.getByText('PIN saved.').waitFor();
+    expect(new URL(page.url()).pathname).toBe('/signin/enroll');
+  }, 60_000);
+
   it('the API explorer resumes only a request saved by this tab in the last ten minutes', async () => {
     const a = await account(s, { tag: 'resume' });
     const page = await newPage();
