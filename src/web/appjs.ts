@@ -1,4 +1,8 @@
-/** The sign-in pages' script (served as /signin/assets/app.js): plain JS, no build step, API calls only. */
+/**
+ * The sign-in pages' script (served as /signin/assets/app.js): plain JS, no build step, API calls only.
+ * Over 400 lines because it is one file on purpose: the pages load exactly one script, allowed by
+ * the CSP as 'self', with no build step to join parts; it is split by page (sections below).
+ */
 export const APP_JS = String.raw`(function () {
   'use strict';
   var body = document.body;

@@ -17,6 +17,8 @@ import { axeViolations, expectAccessible, expectAccessibleBothSchemes } from './
  * bar and heading follow the state, the proxy's App is named, a wrong secret is cleared, set-up
  * factors say "Replace"/"Change", no jargon, the API explorer's step-up link comes back to the
  * same request, "Not you?" stays on one line, dark mode, and axe-core on every page.
+ * Over 400 lines: the behaviours share one service, one browser and the App behind a fake proxy
+ * callback, which are slow to start; each test is independent of the others' order.
  */
 const CHROMIUM = '/usr/bin/chromium';
 const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'];
