@@ -411,6 +411,8 @@ export const APP_JS = String.raw`(function () {
           var data = null;
           try { data = JSON.parse(text); } catch (e3) { data = null; }
           offerStepUp(res.status === 401 ? data : null);
+          // A 401 may mean the session ended meanwhile: the top bar asks the server rather than guess.
+          if (res.status === 401) refreshSignedIn();
         });
       }, function (err) { alertBox('error', 'The request failed: ' + err.message); });
     });

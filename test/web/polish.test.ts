@@ -341,6 +341,9 @@ describe(`sign-in pages as a new user meets them, in headless Chromium (${backen
     await page.locator('#r-status').getByText(/^401 /).waitFor();
     const link = page.getByRole('link', { name: 'Confirm it’s you and send it again' });
     await link.waitFor();
+    await page.waitForLoadState('networkidle');
+    // Still signed in: a 401 for a stronger proof does not flip the top bar.
+    expect(await navLinks(page)).toEqual(['Security settings', 'API explorer', 'Sign out']);
     expect(await page.locator('#d-stepup').innerText()).not.toMatch(/sign in first/i);
     await expectNoJargon(page, '/signin/debug after 401');
     await expectAccessibleBothSchemes(page, '/signin/debug step-up offered');
@@ -459,6 +462,8 @@ describe(`sign-in pages as a new user meets them, in headless Chromium (${backen
     await page.getByLabel('Path').fill('/users/me');
     await page.getByRole('button', { name: 'Send' }).click();
     await page.locator('#r-status').getByText(/^401 /).waitFor();
+    await page.getByRole('link', { name: 'Sign in and send it again' }).waitFor();
+    expect(await navLinks(page)).toEqual(['Sign in', 'API explorer']);
     await page.getByRole('link', { name: 'Sign in and send it again' }).click();
     await page.getByLabel('E-mail address').fill(a.email);
     await page.getByRole('button', { name: 'Continue' }).click();
@@ -467,6 +472,22 @@ describe(`sign-in pages as a new user meets them, in headless Chromium (${backen
     await page.waitForURL(`${base}/signin/debug`);
     await page.locator('#r-status').getByText(/^200 /).waitFor();
     expect(await page.locator('#r-body').textContent()).toContain(a.email);
+  }, 60_000);
+
+  it('the explorer notices a session that ended meanwhile: the top bar goes back to Sign in', async () => {
+    const a = await account(s, { tag: 'ended' });
+    const page = await newPage();
+    const h = { 'x-requested-with': 'test' };
+    await page.request.post(`${base}/auth/email`, { form: { email: a.email }, headers: h });
+    await page.request.post(`${base}/auth/password`, { form: { password: PW }, headers: h });
+    await page.goto(`${base}/signin/debug`);
+    expect(await navLinks(page)).toEqual(['Security settings', 'API explorer', 'Sign out']);
+    // Signed out elsewhere (another tab, an administrator): the next request is refused.
+    expect((await page.request.post(`${base}/auth/signout`, { headers: h })).status()).toBe(204);
+    await page.getByRole('button', { name: 'Send' }).click();
+    await page.getByRole('link', { name: 'Sign in and send it again' }).waitFor();
+    await expect.poll(() => navLinks(page)).toEqual(['Sign in', 'API explorer']);
+    expect(await page.locator('p.lead').innerText()).toContain('Sign in first');
   }, 60_000);
 
   it('"Not you?" stays on one line, also on a phone with a long address', async () => {
