@@ -117,7 +117,7 @@ export function enrollPage(tenant: string, signedIn = false): string {
     main: `
 <h1>Security settings</h1>
 <p class="lead">Signed in as <strong id="enroll-who">…</strong></p>
-<p id="enroll-stepup" class="alert warn" hidden>You signed in with fewer steps than your account has, so first confirm it’s you to change anything here. <a href="/signin?return=%2Fsignin%2Fenroll">Confirm it’s you</a></p>
+<p id="enroll-stepup" class="alert warn" hidden>To change anything here, first confirm it’s you with another of your sign-in methods. <a href="/signin?return=%2Fsignin%2Fenroll">Confirm it’s you</a></p>
 <div class="grid">
   <section class="card" aria-labelledby="h-pw">
     <h2 id="h-pw">Password <span id="st-password" class="badge"></span></h2>
