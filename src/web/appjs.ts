@@ -1,10 +1,16 @@
-/** The sign-in pages' script (served as /signin/assets/app.js): plain JS, no build step, API calls only. */
+/**
+ * The sign-in pages' script (served as /signin/assets/app.js): plain JS, no build step, API calls only.
+ * Over 400 lines because it is one file on purpose: the pages load exactly one script, allowed by
+ * the CSP as 'self', with no build step to join parts; it is split by page (sections below).
+ */
 export const APP_JS = String.raw`(function () {
   'use strict';
   var body = document.body;
   var page = body.getAttribute('data-page');
   var returnUrl = body.getAttribute('data-return') || '';
   var intent = body.getAttribute('data-intent') || '';
+  // Whether the server found the person signed in when it drew the page (before any step here).
+  var signedInAtLoad = body.getAttribute('data-signed-in') === 'yes';
 
   function $(id) { return document.getElementById(id); }
   function show(el, on) { if (el) el.hidden = !on; }
@@ -41,6 +47,18 @@ export const APP_JS = String.raw`(function () {
     });
   }
 
+  // The top bar and other "signed in / signed out" parts (data-when="in" | "out"), kept current.
+  function setSignedIn(on) {
+    body.setAttribute('data-signed-in', on ? 'yes' : 'no');
+    Array.prototype.forEach.call(document.querySelectorAll('[data-when]'), function (el) {
+      el.hidden = (el.getAttribute('data-when') === 'in') !== on;
+    });
+  }
+  // Signed in means what the server means when it draws the page: the tenant's read level, no intent.
+  function refreshSignedIn() {
+    return api('POST', '/auth').then(function (r) { setSignedIn(!!(r.data && r.data.Authorized)); });
+  }
+
   function explain(r) {
     if (r.status === 429) {
       var when = r.headers.get('X-Next-Attempt');
@@ -56,6 +74,18 @@ export const APP_JS = String.raw`(function () {
   var KIND = { password: 'knowledge', pin: 'knowledge', totp: 'possession', backup: 'possession', activation_code: 'invitation' };
   var LABEL = { password: 'password', pin: 'PIN', totp: 'authenticator app', backup: 'a backup code', activation_code: 'activation code' };
   var ORDER = ['password', 'totp', 'pin', 'backup'];
+  // What a person proved, in their words (for "You signed in with …").
+  var PROOF = { password: 'your password', pin: 'your PIN', totp: 'your authenticator app', backup: 'a backup code', activation_code: 'your activation code',
+    otp: 'a link sent to your e-mail', pstn: 'a code sent to your phone', mobile: 'your phone', u2f: 'your security key or passkey', vouch: 'a colleague vouching for you' };
+  function proofs(list) {
+    // Never a factor's internal name: a factor without words here is "another way of signing in".
+    var words = list.map(function (f) { return PROOF[f] || LABEL[f] || 'another way of signing in'; });
+    return words.length < 2 ? words.join('') : words.slice(0, -1).join(', ') + ' and ' + words[words.length - 1];
+  }
+  function heading(text) {
+    $('h-signin').textContent = text;
+    document.title = text + ' · ' + document.title.split(' · ').slice(1).join(' · ');
+  }
   var chosen = '';
 
   function authState() {
@@ -79,14 +109,31 @@ export const APP_JS = String.raw`(function () {
       show($('step-email'), false);
       show($('step-factors'), false);
       show($('step-done'), true);
+      heading('You are signed in');
+      show($('lead'), false);
+      setSignedIn(true);
       $('done-who').textContent = st.Email;
-      $('done-level').textContent = st.IntegrityLevelName + ' (level ' + st.IntegrityLevel + ')';
+      $('done-how').textContent = st.Proven.length ? 'You proved who you are with ' + proofs(st.Proven) + '.' : '';
     });
   }
 
+  // With an intent, Authorized answers for the intent: whether the person is signed in is asked apart.
+  function withSignedIn(st) {
+    if (!st || !intent || !st.UserID) return Promise.resolve([st, !!(st && st.Authorized)]);
+    return api('POST', '/auth').then(function (r) { return [st, !!(r.data && r.data.Authorized)]; });
+  }
+
   function renderSignin() {
-    return authState().then(function (st) {
+    return authState().then(withSignedIn).then(function (both) {
+      var st = both[0];
+      var signed = both[1];
       if (!st) { alertBox('error', 'The service did not answer.'); return; }
+      setSignedIn(signed);
+      // Signed in, and sent here by a refused request (an intent) or already signed in on arrival:
+      // a step-up, not a new sign-in.
+      var stepUp = signed && (intent !== '' || signedInAtLoad);
+      heading(stepUp ? 'Confirm it\u2019s you' : 'Sign in');
+      show($('lead'), true);
       if (!st.UserID) {
         show($('step-email'), true); show($('step-factors'), false); show($('step-done'), false);
         $('email').focus();
@@ -96,6 +143,7 @@ export const APP_JS = String.raw`(function () {
       if (st.Authorized && st.IntegrityLevel >= target) return finish(st);
       show($('step-email'), false); show($('step-done'), false); show($('step-factors'), true);
       $('who-email').textContent = st.Email;
+      $('who-label').textContent = stepUp ? 'Signed in as' : 'Signing in as';
       // One factor at a time: prefer one of a kind not proven yet (that is what raises the level).
       var provenKinds = st.Proven.map(function (f) { return KIND[f]; });
       var ordered = ORDER.filter(function (f) { return st.Factors.indexOf(f) >= 0; });
@@ -120,7 +168,9 @@ export const APP_JS = String.raw`(function () {
       });
       show($('f-activation'), false);
       show($('no-factor'), st.Factors.length === 0);
-      $('progress').textContent = 'Verified: ' + (st.Proven.length ? st.Proven.map(function (f) { return LABEL[f] || f; }).join(', ') : 'nothing yet') + '.';
+      $('progress').textContent = st.Proven.length
+        ? 'You proved ' + proofs(st.Proven) + '. One more step is needed' + (stepUp ? ' for what you asked to do.' : ' to sign in.')
+        : '';
       if (first) first.focus();
     });
   }
@@ -139,6 +189,12 @@ export const APP_JS = String.raw`(function () {
           return renderSignin();
         }
         alertBox('error', explain(r));
+        // A wrong secret is not left in the field to be corrected: type it again (the e-mail stays).
+        if (formId !== 'f-email') {
+          f.reset();
+          var input = f.querySelector('input');
+          if (input) input.focus();
+        }
       });
     });
   }
@@ -173,6 +229,17 @@ export const APP_JS = String.raw`(function () {
       });
       $('enroll-who').textContent = u.Email || u.UserName || u.ID;
       show($('totp-remove'), !!u.HaveTOTPSecret);
+      // Once set up, the buttons say what they now do: change, replace.
+      $('totp-start').textContent = u.HaveTOTPSecret ? 'Replace the authenticator app' : 'Set up an authenticator app';
+      $('e-password').querySelector('button').textContent = u.HavePassword ? 'Change password' : 'Save password';
+      $('e-pin').querySelector('button').textContent = u.HavePIN ? 'Change PIN' : 'Save PIN';
+      replacingTotp = !!u.HaveTOTPSecret;
+      setSignedIn(true);
+      // Changes need the level this person's sign-in methods reach: say so before they type.
+      api('POST', '/auth').then(function (a) {
+        var st = a.data;
+        show($('enroll-stepup'), !!(st && st.IntegrityLevel < st.ReachableLevel));
+      });
       return u;
     });
   }
@@ -185,6 +252,16 @@ export const APP_JS = String.raw`(function () {
     }
     alertBox('error', explain(r));
     return null;
+  }
+
+  var replacingTotp = false;
+  // Back to the card's buttons; loadMe() then decides whether Remove shows.
+  function closeTotpSetup() {
+    show($('totp-setup'), false);
+    show($('totp-replace-note'), false);
+    show($('totp-start'), true);
+    show($('totp-remove'), replacingTotp);
+    $('e-totp').reset();
   }
 
   function initEnroll() {
@@ -208,6 +285,9 @@ export const APP_JS = String.raw`(function () {
         if (r.status !== 200) { done(r, ''); return; }
         $('totp-qr').src = r.data.QRCode;
         $('totp-secret').textContent = r.data.Secret;
+        show($('totp-replace-note'), replacingTotp);
+        show($('totp-start'), false);
+        show($('totp-remove'), false);
         show($('totp-setup'), true);
         $('totp-code').focus();
       });
@@ -215,11 +295,14 @@ export const APP_JS = String.raw`(function () {
     $('e-totp').addEventListener('submit', function (ev) {
       ev.preventDefault();
       api('POST', '/auth/enroll/totp/confirm', { json: { Code: $('totp-code').value } }).then(function (r) {
-        if (r.status === 204) { show($('totp-setup'), false); $('e-totp').reset(); }
+        if (r.status === 204) { closeTotpSetup(); }
         done(r, 'Authenticator app set up.');
       });
     });
+    $('totp-cancel').addEventListener('click', closeTotpSetup);
     $('totp-remove').addEventListener('click', function () {
+      // Removing a way to sign in is not undone by another click: ask first.
+      if (!window.confirm('Remove the authenticator app? Its codes will no longer sign you in.')) return;
       api('DELETE', '/auth/enroll/totp').then(function (r) { done(r, 'Authenticator app removed.'); });
     });
     $('backup-gen').addEventListener('click', function () {
@@ -239,16 +322,52 @@ export const APP_JS = String.raw`(function () {
   function initSignout() {
     $('signout').addEventListener('click', function () {
       api('POST', '/auth/signout').then(function (r) {
-        if (r.status === 204) { show($('signout-form'), false); show($('signed-out'), true); alertBox('ok', 'You are signed out.'); }
+        if (r.status === 204) { setSignedIn(false); $('not-signed-in').hidden = true; alertBox('ok', 'You are signed out.'); }
         else alertBox('error', explain(r));
       });
     });
   }
 
   // ---- /debug: API explorer with the browser's session ------------------------------------------
+  // A request refused with 401 and an intent offers a sign-in (or step-up) that comes back to the
+  // same request: it is kept for the trip in this tab's sessionStorage (which no other site can
+  // write) for at most RESUME_MS, read once on return (?resume=1), and sent again.
+  var RESUME_KEY = 'gatehouse.debug.resume';
+  var RESUME_MS = 10 * 60 * 1000;
+  var lastSent = null;
+
+  function offerStepUp(data) {
+    var box = $('d-stepup');
+    if (!data || typeof data.Intent !== 'string' || !data.Intent) { show(box, false); return; }
+    var stepUp = data.Code === 'Insufficient Integrity';
+    $('d-stepup-why').textContent = stepUp
+      ? 'This request needs you to confirm who you are again, more strongly than when you signed in.'
+      : 'This request needs you to be signed in.';
+    var link = $('d-stepup-link');
+    link.textContent = stepUp ? 'Confirm it\u2019s you and send it again' : 'Sign in and send it again';
+    link.href = '/signin?return=' + encodeURIComponent('/signin/debug?resume=1') + '&intent=' + encodeURIComponent(data.Intent);
+    var request = lastSent;
+    link.onclick = function () {
+      try { sessionStorage.setItem(RESUME_KEY, JSON.stringify({ at: Date.now(), request: request })); } catch (e) { /* storage off: the link still signs in */ }
+    };
+    show(box, true);
+  }
+
+  function resumeDebug() {
+    if (!/(^|[?&])resume=1(&|$)/.test(window.location.search.slice(1))) return;
+    history.replaceState(null, '', window.location.pathname);
+    var saved = null;
+    try { saved = JSON.parse(sessionStorage.getItem(RESUME_KEY) || 'null'); sessionStorage.removeItem(RESUME_KEY); } catch (e) { saved = null; }
+    if (!saved || !saved.request || typeof saved.at !== 'number' || Date.now() - saved.at > RESUME_MS || Date.now() < saved.at) return;
+    var q = saved.request;
+    $('d-method').value = q.method; $('d-path').value = q.path; $('d-headers').value = q.headers; $('d-body').value = q.body;
+    $('d-form').requestSubmit();
+  }
+
   function initDebug() {
     $('d-form').addEventListener('submit', function (ev) {
       ev.preventDefault();
+      lastSent = { method: $('d-method').value, path: $('d-path').value, headers: $('d-headers').value, body: $('d-body').value };
       var method = $('d-method').value;
       var path = $('d-path').value.trim();
       if (path.charAt(0) !== '/' || path.charAt(1) === '/') { alertBox('error', 'The path must start with a single /.'); return; }
@@ -289,9 +408,15 @@ export const APP_JS = String.raw`(function () {
           }
           $('r-body').textContent = pretty || '(empty body)';
           show($('d-result'), true);
+          var data = null;
+          try { data = JSON.parse(text); } catch (e3) { data = null; }
+          offerStepUp(res.status === 401 ? data : null);
+          // A 401 may mean the session ended meanwhile: the top bar asks the server rather than guess.
+          if (res.status === 401) refreshSignedIn();
         });
       }, function (err) { alertBox('error', 'The request failed: ' + err.message); });
     });
+    resumeDebug();
   }
 
   if (page === 'signin') initSignin();

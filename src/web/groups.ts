@@ -42,7 +42,9 @@ const STYLE = `body{font-family:system-ui,sans-serif;max-width:46rem;margin:2rem
 h1{font-size:1.4rem}.note{background:#f4f4f4;padding:.6rem .8rem;border-radius:4px}
 .warn{background:#fff3cd}.error{background:#f8d7da}table{border-collapse:collapse;width:100%}
 td,th{border-bottom:1px solid #ddd;padding:.4rem;text-align:left;vertical-align:top}
-textarea,input[type=text]{width:100%;box-sizing:border-box}button{margin:.3rem .3rem 0 0;padding:.3rem .8rem}`;
+textarea,input[type=text]{width:100%;box-sizing:border-box}button{margin:.3rem .3rem 0 0;padding:.3rem .8rem}
+:root{color-scheme:light dark}@media (prefers-color-scheme:dark){body{color:#e7eaf1;background:#11151d}
+a{color:#8fa4ff}.note{background:#1a202b}.warn{background:#3a2a08}.error{background:#3b1714}td,th{border-color:#343c4c}}`;
 
 function page(reply: FastifyReply, status: number, title: string, body: string) {
   reply.header(

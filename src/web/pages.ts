@@ -10,7 +10,16 @@ interface PageOpts {
   intent?: string;
   wide?: boolean;
   main: string;
+  /** Whether the browser holds a signed-in session: decides the top bar's links (the script keeps it current). */
+  signedIn?: boolean;
 }
+
+/** Shown only while signed out (`out`) or in (`in`); app.js flips them when the state changes. */
+const when = (state: 'in' | 'out', signedIn: boolean) =>
+  `data-when="${state}"${(state === 'in') !== signedIn ? ' hidden' : ''}`;
+
+/** Marks the top bar's link to the page being shown (read out as "current page"). */
+const here = (o: PageOpts, page: PageOpts['page']) => (o.page === page ? ' aria-current="page"' : '');
 
 function layout(o: PageOpts): string {
   return `<!doctype html>
@@ -24,11 +33,11 @@ ${ICON_LINKS}
 <link rel="stylesheet" href="/signin/assets/style.css">
 <script src="/signin/assets/app.js" defer></script>
 </head>
-<body data-page="${o.page}" data-return="${esc(o.returnUrl ?? '')}" data-intent="${esc(o.intent ?? '')}">
+<body data-page="${o.page}" data-signed-in="${o.signedIn ? 'yes' : 'no'}" data-return="${esc(o.returnUrl ?? '')}" data-intent="${esc(o.intent ?? '')}">
 <header class="top">
   <span class="logo" aria-hidden="true"></span><span class="name">${esc(o.tenant)}</span>
   <nav aria-label="Account">
-    <a href="/signin">Sign in</a><a href="/signin/enroll">Security settings</a><a href="/signin/debug">API explorer</a><a href="/signin/signout">Sign out</a>
+    <a href="/signin" ${when('out', !!o.signedIn)}${here(o, 'signin')}>Sign in</a><a href="/signin/enroll" ${when('in', !!o.signedIn)}${here(o, 'enroll')}>Security settings</a><a href="/signin/debug"${here(o, 'debug')}>API explorer</a><a href="/signin/signout" ${when('in', !!o.signedIn)}${here(o, 'signout')}>Sign out</a>
   </nav>
 </header>
 <main${o.wide ? ' class="wide"' : ''}>
@@ -54,6 +63,9 @@ export function signinPage(
   returnUrl: string,
   intent: string,
   returnRefused: boolean,
+  /** Where the person goes afterwards, in words (an App's name, a host, the tenant): src/web/destination.ts. */
+  destination = tenant,
+  signedIn = false,
 ): string {
   return layout({
     page: 'signin',
@@ -61,10 +73,11 @@ export function signinPage(
     tenant,
     returnUrl,
     intent,
+    signedIn,
     main: `
 <section class="card" aria-labelledby="h-signin">
   <h1 id="h-signin">Sign in</h1>
-  <p class="lead">to continue to ${esc(/^https?:/.test(returnUrl) ? new URL(returnUrl).host : tenant)}</p>
+  <p class="lead" id="lead">to continue to <span id="destination">${esc(destination)}</span></p>
   ${returnRefused ? '<p class="alert error">The page that sent you here is not on the list of allowed return addresses, so you will stay on this site after signing in.</p>' : ''}
   <div id="step-email" hidden>
     <form id="f-email">
@@ -74,7 +87,7 @@ export function signinPage(
     </form>
   </div>
   <div id="step-factors" hidden>
-    <div class="who"><span>Signing in as <strong id="who-email"></strong></span>
+    <div class="who"><span><span id="who-label">Signing in as</span> <strong id="who-email"></strong></span>
       <button type="button" id="not-me" class="secondary">Not you?</button></div>
     <p class="muted" id="progress" aria-live="polite"></p>
     ${factorForm('f-password', 'Password', '<input id="password" name="password" type="password" autocomplete="current-password" required>', 'password', 'Sign in with password')}
@@ -86,23 +99,25 @@ export function signinPage(
     <p id="no-factor" class="alert error" hidden>No sign-in method is set up for this account. Ask an administrator to set a password.</p>
   </div>
   <div id="step-done" hidden>
-    <p class="alert ok">You are signed in as <strong id="done-who"></strong>.</p>
-    <p class="muted">Session integrity: <span id="done-level"></span></p>
+    <p class="alert ok">Signed in as <strong id="done-who"></strong>.</p>
+    <p class="muted" id="done-how"></p>
     <p><a href="/signin/enroll">Security settings</a> · <a href="/signin/debug">API explorer</a> · <a href="/signin/signout">Sign out</a></p>
   </div>
 </section>`,
   });
 }
 
-export function enrollPage(tenant: string): string {
+export function enrollPage(tenant: string, signedIn = false): string {
   return layout({
     page: 'enroll',
     title: 'Security settings',
     tenant,
+    signedIn,
     wide: true,
     main: `
 <h1>Security settings</h1>
 <p class="lead">Signed in as <strong id="enroll-who">…</strong></p>
+<p id="enroll-stepup" class="alert warn" hidden>To change anything here, first confirm it’s you with another of your sign-in methods. <a href="/signin?return=%2Fsignin%2Fenroll">Confirm it’s you</a></p>
 <div class="grid">
   <section class="card" aria-labelledby="h-pw">
     <h2 id="h-pw">Password <span id="st-password" class="badge"></span></h2>
@@ -124,7 +139,8 @@ export function enrollPage(tenant: string): string {
   </section>
   <section class="card" aria-labelledby="h-totp">
     <h2 id="h-totp">Authenticator app <span id="st-totp" class="badge"></span></h2>
-    <p class="muted">Time-based one-time codes (RFC 6238) from any authenticator app.</p>
+    <p class="muted">Six-digit codes from an app on your phone, such as Google Authenticator, Microsoft Authenticator or 1Password.</p>
+    <p class="muted" id="totp-replace-note" hidden>Replacing it: the app you use now keeps working until you confirm a code from the new one.</p>
     <button type="button" id="totp-start">Set up an authenticator app</button>
     <button type="button" id="totp-remove" class="danger" hidden>Remove</button>
     <div id="totp-setup" hidden>
@@ -134,6 +150,7 @@ export function enrollPage(tenant: string): string {
         <label for="totp-code">Code shown by the app</label>
         <input id="totp-code" inputmode="numeric" autocomplete="one-time-code" maxlength="7" required>
         <button type="submit">Confirm</button>
+        <button type="button" id="totp-cancel" class="secondary">Cancel</button>
       </form>
     </div>
   </section>
@@ -150,32 +167,34 @@ export function enrollPage(tenant: string): string {
   });
 }
 
-export function signoutPage(tenant: string): string {
+export function signoutPage(tenant: string, signedIn = false): string {
   return layout({
     page: 'signout',
     title: 'Sign out',
     tenant,
+    signedIn,
     main: `
 <section class="card" aria-labelledby="h-out">
   <h1 id="h-out">Sign out</h1>
-  <div id="signout-form">
+  <div id="signout-form" ${when('in', signedIn)}>
     <p class="lead">End your session in this browser.</p>
     <button type="button" id="signout" class="block">Sign out</button>
   </div>
-  <p id="signed-out" hidden><a href="/signin">Sign in again</a></p>
+  <p id="signed-out" ${when('out', signedIn)}><span id="not-signed-in">You are not signed in. </span><a href="/signin">Sign in</a></p>
 </section>`,
   });
 }
 
-export function debugPage(tenant: string): string {
+export function debugPage(tenant: string, signedIn = false): string {
   return layout({
     page: 'debug',
     title: 'API explorer',
     tenant,
+    signedIn,
     wide: true,
     main: `
 <h1>API explorer</h1>
-<p class="lead">Requests are sent from this browser with your session (no API key needed). <a href="/signin?return=/signin/debug">Sign in</a> first.</p>
+<p class="lead">Requests are sent from this browser with your session (no API key needed).<span ${when('out', signedIn)}> <a href="/signin?return=/signin/debug">Sign in</a> first.</span></p>
 <section class="card" aria-labelledby="h-req">
   <h2 id="h-req">Request</h2>
   <form id="d-form">
@@ -193,6 +212,7 @@ export function debugPage(tenant: string): string {
 </section>
 <section class="card" id="d-result" aria-labelledby="h-res" aria-live="polite" hidden>
   <h2 id="h-res">Response <span id="r-status" class="status"></span></h2>
+  <p id="d-stepup" class="alert warn" hidden><span id="d-stepup-why"></span> <a id="d-stepup-link" href="/signin"></a></p>
   <h3 class="muted">Headers</h3>
   <pre class="out" id="r-headers"></pre>
   <h3 class="muted">Body</h3>

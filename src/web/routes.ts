@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { tenantDoc } from '../auth/integrity.js';
 import type { ServiceContext } from '../store/context.js';
 import { APP_JS } from './appjs.js';
+import { destinationName } from './destination.js';
 import { registerHomeRoutes } from './home.js';
 import { debugPage, enrollPage, signinPage, signoutPage } from './pages.js';
 import { safeReturnUrl } from './returnurl.js';
@@ -22,6 +23,9 @@ function sendPage(reply: FastifyReply, html: string) {
   reply.header('Cache-Control', 'no-store');
   return reply.code(200).type('text/html; charset=utf-8').send(html);
 }
+
+/** A session good enough for the pages (the tenant's read level): the top bar offers "Sign out". */
+const signedIn = (req: FastifyRequest) => req.principal?.via === 'session' && req.principal.userId !== '';
 
 function query(req: FastifyRequest, name: string): string {
   const v = (req.query as Record<string, unknown> | undefined)?.[name];
@@ -52,18 +56,20 @@ export function registerWebRoutes(app: FastifyInstance, ctx: ServiceContext) {
     const raw = query(req, 'return');
     const ret = safeReturnUrl(req, tenant, raw);
     const intent = query(req, 'intent').slice(0, 4096);
+    const name = String(tenant.Name || 'Gatehouse');
+    const destination = await destinationName(ctx, req, tenant, ret, name);
     return sendPage(
       reply,
-      signinPage(String(tenant.Name || 'Gatehouse'), ret, intent, raw !== '' && ret === ''),
+      signinPage(name, ret, intent, raw !== '' && ret === '', destination, signedIn(req)),
     );
   });
-  app.get('/signin/enroll', OPTIONAL, async (_req, reply) =>
-    sendPage(reply, enrollPage(String((await tenantDoc(ctx)).Name || 'Gatehouse'))),
+  app.get('/signin/enroll', OPTIONAL, async (req, reply) =>
+    sendPage(reply, enrollPage(String((await tenantDoc(ctx)).Name || 'Gatehouse'), signedIn(req))),
   );
-  app.get('/signin/signout', OPTIONAL, async (_req, reply) =>
-    sendPage(reply, signoutPage(String((await tenantDoc(ctx)).Name || 'Gatehouse'))),
+  app.get('/signin/signout', OPTIONAL, async (req, reply) =>
+    sendPage(reply, signoutPage(String((await tenantDoc(ctx)).Name || 'Gatehouse'), signedIn(req))),
   );
-  app.get('/signin/debug', OPTIONAL, async (_req, reply) =>
-    sendPage(reply, debugPage(String((await tenantDoc(ctx)).Name || 'Gatehouse'))),
+  app.get('/signin/debug', OPTIONAL, async (req, reply) =>
+    sendPage(reply, debugPage(String((await tenantDoc(ctx)).Name || 'Gatehouse'), signedIn(req))),
   );
 }

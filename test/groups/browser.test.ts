@@ -7,9 +7,11 @@ import { checkMembership } from '../../src/groups/check.js';
 import { makeUser } from '../auth/client.js';
 import { backends, startTestService, type TestService } from '../helpers.js';
 import { setTenant } from '../kit/index.js';
+import { expectAccessibleBothSchemes } from '../web/axe.js';
 import { create } from './fixture.js';
 
 const CHROMIUM = '/usr/bin/chromium';
+const SHOTS = new URL('../../docs/screenshots/', import.meta.url).pathname;
 const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'];
 
 describe.each(backends())('access request in headless Chromium on %s', (backend) => {
@@ -82,6 +84,14 @@ describe.each(backends())('access request in headless Chromium on %s', (backend)
     const page = await userContext.newPage();
     await page.goto(denied.Location as string);
     expect(await page.locator('h1').textContent()).toBe('Access to Payroll, "EU"');
+    await expectAccessibleBothSchemes(page, 'access request page');
+    if (process.env.UPDATE_SCREENSHOTS && backend === 'sqlite')
+      for (const colorScheme of ['light', 'dark'] as const) {
+        await page.emulateMedia({ colorScheme });
+        await page.screenshot({
+          path: `${SHOTS}ui-access-request${colorScheme === 'dark' ? '-dark' : ''}.png`,
+        });
+      }
     await page.fill('#reason', 'month-end close, ticket 7');
     await page.click('#request');
     await page.waitForSelector('#state[data-state="requested"]');
@@ -90,6 +100,7 @@ describe.each(backends())('access request in headless Chromium on %s', (backend)
     const ap = await approverContext.newPage();
     await ap.goto(`${base}/signin/approvals`);
     const row = ap.locator(`tr[data-user="${user.id}"]`);
+    await expectAccessibleBothSchemes(ap, 'approvals page');
     expect(await row.locator('td').nth(2).textContent()).toBe('month-end close, ticket 7');
     await row.locator('input[name="reason"]').fill('approved for November');
     await row.locator('button[value="approve"]').click();
@@ -98,6 +109,7 @@ describe.each(backends())('access request in headless Chromium on %s', (backend)
 
     await page.reload();
     await page.waitForSelector('#state[data-state="approved"]');
+    await expectAccessibleBothSchemes(page, 'access request page, approved');
     await page.click('#activate');
     await page.waitForURL(next);
     expect(await page.locator('#landed').textContent()).toBe('landed at /payroll?month=11');

@@ -32,6 +32,8 @@ describe.skipIf(!HAVE_CHROMIUM)(`step-up on the security settings page (${backen
       args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
     });
     page = await (await browser.newContext()).newPage();
+    // Remove asks for confirmation (a window.confirm): this person says yes.
+    page.on('dialog', (d) => void d.accept());
   }, 60_000);
   afterAll(async () => {
     await browser?.close();

@@ -7,6 +7,7 @@ import * as OTPAuth from 'otpauth';
 import { type Browser, chromium, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { backends, startTestService, type TestService } from '../helpers.js';
+import { expectAccessibleBothSchemes } from './axe.js';
 
 const CHROMIUM = process.env.GATEHOUSE_CHROMIUM ?? '/usr/bin/chromium';
 const HAVE_CHROMIUM = existsSync(CHROMIUM);
@@ -69,7 +70,11 @@ describe.skipIf(!HAVE_CHROMIUM)(`sign-in pages in headless Chromium (${backends(
     await s?.close();
   });
 
-  const shot = (name: string, fullPage = false) => page.screenshot({ path: `${SHOTS}${name}.png`, fullPage });
+  // Every page photographed is also checked with axe-core, in both colour schemes.
+  const shot = async (name: string, fullPage = false) => {
+    await expectAccessibleBothSchemes(page, name);
+    await page.screenshot({ path: `${SHOTS}${name}.png`, fullPage });
+  };
 
   it('signs in with a password, enrolls TOTP, signs out, signs in with password + TOTP, uses /debug, signs out', async () => {
     // 1. Sign in with e-mail + password; come back to the security settings page.
@@ -111,7 +116,7 @@ describe.skipIf(!HAVE_CHROMIUM)(`sign-in pages in headless Chromium (${backends(
     await page.getByRole('button', { name: 'Continue' }).click();
     await page.getByLabel('Password').fill(PW);
     await page.getByRole('button', { name: 'Sign in with password' }).click();
-    await page.getByText('Verified: password.').waitFor();
+    await page.getByText('You proved your password. One more step is needed to sign in.').waitFor();
     await page.getByLabel('Code from your authenticator app').waitFor();
     expect(await page.getByLabel('Password').isVisible()).toBe(false);
     await shot('signin-totp');

@@ -1,6 +1,7 @@
+import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { backends, startTestService, type TestService } from '../helpers.js';
-import { setTenant } from '../kit/index.js';
+import { account, PW, setTenant, signedIn } from '../kit/index.js';
 
 /** The return URL the page will send the browser to (data-return), '' when refused. */
 const returnOf = (html: string) =>
@@ -65,6 +66,53 @@ describe.each(backends())('sign-in pages on %s', (backend) => {
     }
     const page = await s.req({ url: '/signin?return=https%3A%2F%2Fevil.example.net%2F', key: '' });
     expect(page.body).toContain('not on the list of allowed return addresses');
+  });
+
+  it('names the App the proxy sign-in continues to, escaped, and only an App with a proxy', async () => {
+    const name = 'Pay <b>roll</b> & "co"';
+    const made = await s.req({ method: 'POST', url: '/apps', payload: { Name: name } });
+    expect(made.statusCode, made.body).toBe(201);
+    const id = String(made.headers['x-id']);
+    const lead = async (ret: string) => {
+      const body = (await s.req({ url: `/signin?return=${encodeURIComponent(ret)}`, key: '' })).body;
+      return /<span id="destination">([^<]*)<\/span>/.exec(body)?.[1] ?? 'MISSING';
+    };
+    // No proxy token yet: the back channel would refuse the App, so the page does not name it.
+    expect(await lead(`/proxy/v1/signin?app=${id}`)).toBe('Gatehouse');
+    expect((await s.req({ method: 'POST', url: `/apps/${id}/proxytoken` })).statusCode).toBe(201);
+    expect(await lead(`/proxy/v1/signin?app=${id}&state=x`)).toBe(
+      'Pay &lt;b&gt;roll&lt;/b&gt; &amp; &quot;co&quot;',
+    );
+    expect(await lead('https://app.example.com/x')).toBe('app.example.com');
+    expect(await lead('/signin/enroll')).toBe('Gatehouse');
+    // Whatever is in the app parameter, the page names that App or nobody, and echoes nothing.
+    await fc.assert(
+      fc.asyncProperty(fc.string({ maxLength: 40 }), async (junk) => {
+        fc.pre(junk !== id);
+        const got = await lead(`/proxy/v1/signin?app=${encodeURIComponent(junk)}`);
+        expect(got).toBe('Gatehouse');
+      }),
+      { numRuns: 40 },
+    );
+  });
+
+  it('draws the top bar for the state: Sign in when signed out, Sign out when signed in', async () => {
+    const visible = (html: string) =>
+      [...html.matchAll(/<a href="[^"]*" data-when="(in|out)"( hidden)?[^>]*>([^<]*)<\/a>/g)]
+        .filter((m) => m[2] === undefined)
+        .map((m) => m[3]);
+    for (const url of ['/signin', '/signin/debug', '/signin/enroll', '/signin/signout'])
+      expect(visible((await s.req({ url, key: '' })).body), url).toEqual(['Sign in']);
+    const b = await signedIn(s, (await account(s, { tag: 'bar' })).email, PW);
+    for (const url of ['/signin', '/signin/debug', '/signin/enroll', '/signin/signout']) {
+      const r = await b.req({ url });
+      expect(visible(r.body), url).toEqual(['Security settings', 'Sign out']);
+      // The explorer's "Sign in first" is there for the script, hidden.
+      if (url === '/signin/debug')
+        expect(r.body).toMatch(/<span data-when="out" hidden> <a [^>]*>Sign in<\/a> first/);
+    }
+    // An API key is not a browser session: the pages do not offer to end it.
+    expect(visible((await s.req({ url: '/signin/debug' })).body)).toEqual(['Sign in']);
   });
 
   it('escapes what it echoes', async () => {
