@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { classify, requiredLevel, tenantDoc } from '../auth/integrity.js';
 import type { Principal } from '../auth/principal.js';
+import { ownOrigin } from '../auth/session/authenticator.js';
 import { ApiError } from '../core/errors.js';
 import { esc } from '../core/html.js';
 import { allowedNext, signinBase } from '../groups/check.js';
@@ -61,8 +62,6 @@ function page(reply: FastifyReply, status: number, title: string, body: string) 
       `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1"><title>${esc(title)}</title>${ICON_LINKS}<style>${STYLE}</style></head><body>${body}</body></html>`,
     );
 }
-
-const ownOrigin = (req: FastifyRequest) => `${req.protocol}://${req.host}`;
 
 async function returnOrigins(ctx: ServiceContext, req: FastifyRequest): Promise<string[]> {
   const tenant = await tenantDoc(ctx);

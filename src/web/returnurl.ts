@@ -25,7 +25,7 @@ export function safeReturnUrl(req: FastifyRequest, tenant: Doc, raw: unknown): s
   }
   if (u.protocol !== 'https:' && u.protocol !== 'http:') return '';
   if (u.username !== '' || u.password !== '') return '';
-  const allowed = new Set<string>([own]);
+  const allowed = new Set<string>(own ? [own] : []);
   for (const o of Array.isArray(tenant.AllowedReturnOrigins) ? tenant.AllowedReturnOrigins : []) {
     try {
       allowed.add(new URL(String(o)).origin);

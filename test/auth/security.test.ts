@@ -38,7 +38,8 @@ describe.each(backends())('sign-in security on %s', (backend) => {
       method: 'PUT',
       url: '/auth/enroll/pin',
       json: { PIN: '9999' },
-      headers: { origin: 'http://localhost:80', host: 'localhost:80' },
+      // The Origin a browser sends for this Host (no default port).
+      headers: { origin: 'http://localhost', host: 'localhost:80' },
     });
     expect(same.statusCode, same.body).toBe(204);
     // Login CSRF: the form endpoints check even without a session cookie.

@@ -17,7 +17,8 @@ import { backends, startTestService, type TestService } from '../helpers.js';
 
 const PW = 'correct horse battery staple';
 /** fastify inject's default Host: the service's own origin in these requests. */
-const OWN = 'http://localhost:80';
+// As a browser writes it: no default port (inject's Host is localhost:80).
+const OWN = 'http://localhost';
 
 /**
  * Each browser comes from an address of its own: per-address limits (the e-mail lookup bucket,

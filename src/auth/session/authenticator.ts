@@ -70,8 +70,23 @@ async function intentFor(req: FastifyRequest, ctx: ServiceContext, need: number)
  */
 export const intentDevice = (deviceId: string | undefined) => (deviceId ? deviceTag(deviceId) : '');
 
-/** The service's own origin as the browser sees it. */
-export const ownOrigin = (req: FastifyRequest) => `${req.protocol}://${req.host}`;
+/** A Host header value: a name or an address, and a port. */
+const HOST = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(?::\d{1,5})?$/;
+
+/**
+ * The service's own origin as the browser sees it, in the form URL.origin and the Origin header
+ * use (no default port: "Host: x:80" is http://x). Only ever compared with what the same browser
+ * sends (Origin, a return URL), never used to build a link for someone else. '' for a Host that
+ * is not one.
+ */
+export function ownOrigin(req: FastifyRequest): string {
+  if (!HOST.test(req.host)) return '';
+  try {
+    return new URL(`${req.protocol}://${req.host}`).origin;
+  } catch {
+    return '';
+  }
+}
 
 /**
  * CSRF defence for cookie-authenticated writes: a cross-site page can neither set a custom
@@ -81,7 +96,7 @@ export function checkCsrf(req: FastifyRequest): void {
   const xrw = req.headers['x-requested-with'];
   if (typeof xrw === 'string' && xrw.trim() !== '') return;
   const origin = req.headers.origin;
-  if (typeof origin === 'string' && origin === ownOrigin(req)) return;
+  if (typeof origin === 'string' && origin !== '' && origin === ownOrigin(req)) return;
   throw new ApiError(
     'CsrfCheckFailed',
     'requests that change state with a session cookie must send the header "X-Requested-With: gatehouse" or come from this origin',
