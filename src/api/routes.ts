@@ -7,6 +7,7 @@ import { registerEventRoutes } from './events.js';
 import { registerGroupRoutes } from './groups.js';
 import { registerHealthRoutes } from './health.js';
 import { registerObjectRoutes } from './objects.js';
+import { registerOidcRoutes } from './oidc.js';
 import { registerOpenApiRoutes } from './openapi.js';
 import { registerUserRoutes } from './users.js';
 
@@ -26,4 +27,5 @@ export const registrars: Registrar[] = [
   registerWebRoutes,
   registerProxyBackchannel,
   registerEventRoutes,
+  registerOidcRoutes,
 ];

@@ -92,6 +92,31 @@ export const serverSection = {
     description:
       'Seconds the change log keeps a write (event-stream catch-up across outages and restarts); 0 keeps it for good',
   }),
+  publicurl: str({
+    key: 'server.publicurl',
+    env: 'SVC_SERVER_PUBLICURL',
+    flag: 'public-url',
+    default: '',
+    description:
+      'Public base URL of the service ({base_url}); the OpenID provider is {base_url}/oidc. Empty: http(s)://<server.listen>',
+    validate(v) {
+      if (v === '') return;
+      const u = new URL(v);
+      if (u.protocol !== 'https:' && u.protocol !== 'http:') throw new Error('must be an http(s) URL');
+      if (u.username || u.password || u.search || u.hash) throw new Error('must be a plain base URL');
+    },
+  }),
+  oidckey: str({
+    key: 'server.oidckey',
+    env: 'SVC_SERVER_OIDCKEY',
+    flag: 'oidc-key',
+    default: '',
+    description:
+      "32 bytes, base64: encrypts the OpenID provider's signing keys at rest. Empty: a key kept in the database",
+    validate(v) {
+      if (v !== '' && Buffer.from(v, 'base64').length !== 32) throw new Error('must be 32 bytes in base64');
+    },
+  }),
   loglevel: oneOf(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const, {
     key: 'server.loglevel',
     env: 'SVC_SERVER_LOGLEVEL',

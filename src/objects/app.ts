@@ -1,5 +1,6 @@
 import { checkOrigin, checkUrl, f } from '../schema/fields.js';
 import { ALL_OPS, type ObjectType, READ } from '../schema/type.js';
+import { checkRedirectUri } from './oidcclient.js';
 
 export const App: ObjectType = {
   kind: 'App',
@@ -8,7 +9,7 @@ export const App: ObjectType = {
   ops: ALL_OPS,
   grants: { audit: READ },
   // Who may use an app through the proxy, and how the proxy authenticates them.
-  fieldRules: { AccessGroups: 'admin', ProxyAuth: 'admin' },
+  fieldRules: { AccessGroups: 'admin', ProxyAuth: 'admin', OIDC: 'admin' },
   unique: ['Name'],
   fields: {
     Name: f.string({ maxLength: 256 }),
@@ -36,5 +37,40 @@ export const App: ObjectType = {
       { doc: 'OAuth 2.0 relying-party settings (for /auth/oauth2rp)' },
     ),
     HaveProxyToken: f.boolean({ readOnly: true, doc: 'A proxy token (auth.token) has been issued' }),
+    OIDC: f.object(
+      {
+        Enabled: f.boolean({
+          doc: 'The app signs people in with Gatehouse as its OpenID provider (client ID: the App ID)',
+        }),
+        Public: f.boolean({
+          doc: 'A public client (browser or native app that cannot keep a secret): no secret, PKCE only',
+        }),
+        RedirectURIs: f.strings({
+          check: checkRedirectUri,
+          maxItems: 32,
+          maxLength: 2048,
+          doc: 'Where authorization responses may go; compared exactly',
+        }),
+        PostLogoutRedirectURIs: f.strings({
+          check: checkRedirectUri,
+          maxItems: 32,
+          maxLength: 2048,
+          doc: 'Where RP-initiated logout may return to; compared exactly',
+        }),
+        ClientCredentials: f.boolean({
+          doc: 'May use the client-credentials grant (confidential clients only)',
+        }),
+        MinLevel: f.integer({
+          min: 0,
+          max: 4,
+          doc: 'Integrity level a session needs to sign in to the app (0: Tenant.IntegrityRead)',
+        }),
+      },
+      { doc: 'OpenID Connect client settings (docs/federation.md)' },
+    ),
+    HaveOIDCSecret: f.boolean({
+      readOnly: true,
+      doc: 'A client secret (POST /apps/:id/oidc/secret) has been issued',
+    }),
   },
 };

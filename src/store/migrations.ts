@@ -117,6 +117,35 @@ const migrations = (dialect: Dialect): Record<string, Migration> => ({
       await sql`INSERT INTO changes_pruned (id, seq) VALUES (1, 0)`.execute(db);
     },
   },
+  '0005_oidc_provider': {
+    // The OpenID Connect provider's state (src/oidc/): its tokens, codes, grants, sessions and
+    // interactions in one table (one row per model and id), and its signing keys, encrypted.
+    async up(db: Kysely<unknown>) {
+      const key = keyText(dialect);
+      await db.schema
+        .createTable('oidc_store')
+        .addColumn('model', key, (c) => c.notNull())
+        .addColumn('id', key, (c) => c.notNull())
+        .addColumn('payload', 'text', (c) => c.notNull())
+        .addColumn('grant_id', key)
+        .addColumn('uid', key)
+        .addColumn('user_code', key)
+        .addColumn('consumed', 'bigint')
+        .addColumn('expires_at', 'bigint', (c) => c.notNull())
+        .addPrimaryKeyConstraint('oidc_store_pk', ['model', 'id'])
+        .execute();
+      await db.schema.createIndex('oidc_store_grant').on('oidc_store').columns(['grant_id']).execute();
+      await db.schema.createIndex('oidc_store_uid').on('oidc_store').columns(['model', 'uid']).execute();
+      await db.schema.createIndex('oidc_store_expires').on('oidc_store').columns(['expires_at']).execute();
+      await db.schema
+        .createTable('oidc_keys')
+        .addColumn('kid', key, (c) => c.primaryKey())
+        .addColumn('sealed', 'text', (c) => c.notNull())
+        .addColumn('create_time', 'bigint', (c) => c.notNull())
+        .addColumn('retire_time', 'bigint')
+        .execute();
+    },
+  },
 });
 
 class StaticProvider implements MigrationProvider {
