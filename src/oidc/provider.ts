@@ -141,7 +141,13 @@ async function configuration(
       short: { signed: true, httpOnly: true, sameSite: 'lax' },
     },
     claims: {
-      openid: ['sub'],
+      acr: null,
+      amr: null,
+      auth_time: null,
+      sid: null,
+      iss: null,
+      // Every ID token says how the person signed in (the session's level and factors).
+      openid: ['sub', 'acr', 'amr', 'auth_time'],
       email: ['email'],
       profile: ['name', 'given_name', 'family_name', 'preferred_username'],
       groups: ['groups'],
