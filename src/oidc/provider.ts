@@ -90,6 +90,7 @@ function gatehouseSessionCheck(ctx: ServiceContext) {
   return new interactionPolicy.Check(
     'gatehouse_session',
     'the Gatehouse session ended, changed user or lacks the integrity level',
+    'login_required',
     async (kctx: KoaContextWithOIDC) => {
       const { oidc } = kctx;
       if (!oidc.session?.accountId) return interactionPolicy.Check.NO_NEED_TO_PROMPT;
@@ -215,6 +216,21 @@ async function build(ctx: ServiceContext, pages: ProviderPages, keys: object[]):
     return a;
   };
   const provider = new Provider(issuerOf(ctx.config), conf);
+  // Redirect URIs match as strings, exactly (OAuth 2.0 Security BCP): the library compares them
+  // after URL parsing, which lets ".../cb/../cb" or a default port through. Registered URIs are
+  // canonical (App.OIDC, checkRedirectUri), so an exact match is also the normalized one.
+  const proto = provider.Client.prototype as {
+    redirectUriAllowed(v: string): boolean;
+    postLogoutRedirectUriAllowed(v: string): boolean;
+    redirectUris?: string[];
+    postLogoutRedirectUris?: string[];
+  };
+  proto.redirectUriAllowed = function (this: typeof proto, v: string) {
+    return typeof v === 'string' && (this.redirectUris ?? []).includes(v);
+  };
+  proto.postLogoutRedirectUriAllowed = function (this: typeof proto, v: string) {
+    return typeof v === 'string' && (this.postLogoutRedirectUris ?? []).includes(v);
+  };
   // The service decides the client's address and scheme (server.trustproxy); the handler sets
   // X-Forwarded-* from what Fastify established before handing a request over (api/oidc.ts).
   provider.proxy = true;
