@@ -53,11 +53,20 @@ function handOver(req: FastifyRequest, reply: FastifyReply, ctx: ServiceContext)
   return raw;
 }
 
-function sendPage(reply: FastifyReply, status: number, html: string) {
-  reply.header('Content-Security-Policy', PAGE_CSP);
+/**
+ * `then`: where the page's form ends up after the service's redirects (the client's registered
+ * redirect URI): CSP form-action covers redirects after a form post, so its origin is allowed too.
+ */
+function sendPage(reply: FastifyReply, status: number, html: string, then?: string) {
+  let csp = PAGE_CSP;
+  const origin = then ? URL.parse(then)?.origin : undefined;
+  if (origin && origin !== 'null') csp = csp.replace("form-action 'self'", `form-action 'self' ${origin}`);
+  reply.header('Content-Security-Policy', csp);
   reply.header('X-Content-Type-Options', 'nosniff');
   reply.header('X-Frame-Options', 'DENY');
-  reply.header('Referrer-Policy', 'no-referrer');
+  // same-origin, not no-referrer: with no-referrer browsers send "Origin: null" on the page's own
+  // form posts, and sameOrigin() needs the real one.
+  reply.header('Referrer-Policy', 'same-origin');
   reply.header('Cache-Control', 'no-store');
   return reply.code(status).type('text/html; charset=utf-8').send(html);
 }
@@ -184,6 +193,7 @@ export async function registerOidcRoutes(app: FastifyInstance, ctx: ServiceConte
             action: `${interactionPath(uid)}/confirm`,
             token: await formToken(ctx, uid, s?.id ?? ''),
           }),
+          String(details.params.redirect_uri ?? ''),
         );
       }
       default:

@@ -122,9 +122,12 @@ async function configuration(
   policy.get('login')?.checks.add(gatehouseSessionCheck(ctx));
   const html = (kctx: KoaContextWithOIDC, body: string) => {
     kctx.type = 'html';
+    // The logout form redirects to the client's (registered, already checked) post-logout URI.
+    const then = URL.parse(String(kctx.oidc?.params?.post_logout_redirect_uri ?? ''))?.origin;
+    const formAction = then && then !== 'null' ? `'self' ${then}` : "'self'";
     kctx.set(
       'Content-Security-Policy',
-      "default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+      `default-src 'none'; style-src 'self'; img-src 'self' data:; form-action ${formAction}; frame-ancestors 'none'; base-uri 'none'`,
     );
     kctx.set('X-Frame-Options', 'DENY');
     kctx.set('Referrer-Policy', 'no-referrer');

@@ -9,7 +9,7 @@ function frame(tenant: string, title: string, main: string): string {
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="referrer" content="no-referrer">
+<meta name="referrer" content="same-origin">
 <title>${esc(title)} · ${esc(tenant)}</title>
 ${ICON_LINKS}
 <link rel="stylesheet" href="/signin/assets/style.css">

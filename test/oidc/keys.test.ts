@@ -107,15 +107,9 @@ describe.each(backends())('OpenID provider signing keys (%s)', (backend) => {
 
   it('a service with another key-encryption key cannot read the keys', async () => {
     const { loadKeySet } = await import('../../src/oidc/keys.js');
-    const wrong = {
-      ...s,
-      config: {
-        server: {
-          ...(s as unknown as { config: never }).config,
-          oidckey: Buffer.alloc(32, 9).toString('base64'),
-        },
-      },
-    };
+    const { loadServiceConfig } = await import('../../src/config/index.js');
+    const config = loadServiceConfig({ env: { SVC_SERVER_OIDCKEY: Buffer.alloc(32, 9).toString('base64') } });
+    const wrong = { db: s.db, config };
     await expect(loadKeySet(wrong as never, { rotateAfterMs: 1e12, publishAfterMs: 1e12 })).rejects.toThrow();
   });
 });

@@ -33,7 +33,14 @@ let apps = 0;
 /** An App registered as a client (confidential unless `public`), with its secret when confidential. */
 export async function makeClient(
   s: OidcService,
-  o: { public?: boolean; cc?: boolean; minLevel?: number; redirects?: string[]; postLogout?: string[] } = {},
+  o: {
+    public?: boolean;
+    cc?: boolean;
+    minLevel?: number;
+    redirects?: string[];
+    postLogout?: string[];
+    name?: string;
+  } = {},
 ): Promise<ClientApp> {
   const n = ++apps;
   const redirect = `https://app${n}.example.com/callback`;
@@ -42,7 +49,7 @@ export async function makeClient(
     method: 'POST',
     url: '/apps',
     payload: {
-      Name: `App ${n} ${Date.now()}`,
+      Name: o.name ?? `App ${n} ${Date.now()}`,
       URL: `https://app${n}.example.com/`,
       OIDC: {
         Enabled: true,
