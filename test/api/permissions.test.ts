@@ -165,6 +165,7 @@ describe.each(backends())('the permission matrix of docs/api.md holds on %s', (b
       'ActivationCode.GroupID': groupId,
       'App.AccessGroups': ['g-ops'],
       'App.ProxyAuth': 'none',
+      'App.OIDC': { Enabled: true, RedirectURIs: ['https://evil.example/cb'] },
       'VirtualHost.AppID': 'app-other',
       'VirtualHost.Upstream': 'http://10.9.8.7:8080',
       'VirtualHost.Auth': 'none',
