@@ -1,7 +1,7 @@
 import * as client from 'openid-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { backends } from '../helpers.js';
-import { type Account, PW } from '../kit/index.js';
+import { type Account, Browser, PW, signIn } from '../kit/index.js';
 import {
   authorizationUrl,
   browse,
@@ -153,6 +153,40 @@ describe.each(backends())('OpenID provider flow (%s)', (backend) => {
     const { res, url } = await jar.follow(second.url.toString());
     expect(res.status).toBe(303);
     expect(new URL(url).searchParams.get('code')).toBeTruthy();
+  });
+
+  it('prompt=login asks the person to sign in again: the session ends, a new sign-in completes the request', async () => {
+    const person = await newAccount(s, { tag: 'reauth' });
+    const jar = await signedInJar(s, person);
+    await browse(jar, (await authorizationUrl(config, app)).url); // consent given once
+    await new Promise((r) => setTimeout(r, 1100)); // auth_time has one-second resolution
+    const flow = await authorizationUrl(config, app, { prompt: 'login' });
+    const started = Math.floor(Date.now() / 1000);
+    const page = await jar.follow(flow.url.toString());
+    expect(page.res.status).toBe(200);
+    const html = await page.res.text();
+    expect(html).toContain('id="reauth-card"');
+    const out = await jar.fetch(`${new URL(page.url).pathname}/reauth`, {
+      method: 'POST',
+      form: { token: hidden(html, 'token') },
+    });
+    expect(out.status).toBe(303);
+    const signin = new URL(String(out.headers.get('location')), s.base);
+    expect(signin.pathname).toBe('/signin');
+    expect((await jar.fetch('/users/me')).status).toBe(401);
+    // Sign in again in the same browser, then go back where the sign-in page would.
+    const b = new Browser(s, { ip: '127.0.0.1' });
+    for (const [k, v] of jar.cookies) b.cookies.set(k, v);
+    await signIn(s, person, { password: true }, { browser: b });
+    for (const [k, v] of b.cookies) jar.cookies.set(k, v);
+    const back = await browse(jar, new URL(String(signin.searchParams.get('return')), s.base));
+    const tokens = await client.authorizationCodeGrant(config, back, {
+      pkceCodeVerifier: flow.verifier,
+      expectedState: flow.state,
+      expectedNonce: flow.nonce,
+    });
+    expect(tokens.claims()?.sub).toBe(person.id);
+    expect(Number(tokens.claims()?.auth_time)).toBeGreaterThanOrEqual(started);
   });
 
   it('grants client credentials to a confidential client, introspectable and revocable', async () => {
