@@ -284,6 +284,47 @@ describe.each(backends())('OpenID provider abuse (%s)', (backend) => {
     expect(theirs.headers.get('location')).toBeNull();
   });
 
+  it('only an administrator issues client secrets, and no secret or token reaches the log', async () => {
+    const userKey = await s.keyFor(['user'], user.id);
+    for (const key of [userKey, await s.keyFor(['sync']), await s.keyFor(['audit'])]) {
+      const r = await s.req({ method: 'POST', url: `/apps/${app.id}/oidc/secret`, key });
+      expect(r.statusCode).toBe(403);
+    }
+    const c = await code();
+    const t = await client.authorizationCodeGrant(config, c.back, {
+      pkceCodeVerifier: c.verifier,
+      expectedState: c.state,
+      expectedNonce: c.nonce,
+    });
+    await client.refreshTokenGrant(config, String(t.refresh_token));
+    const log = s.logs.join('\n');
+    for (const secret of [app.secret, other.secret, t.refresh_token, t.access_token, c.code, c.verifier])
+      expect(log).not.toContain(String(secret));
+  });
+
+  it('a disabled user loses refresh and userinfo at once', async () => {
+    const victim = await newAccount(s, { tag: 'disabled' });
+    const j = await signedInJar(s, victim);
+    const flow = await authorizationUrl(config, app);
+    const t = await client.authorizationCodeGrant(config, await browse(j, flow.url), {
+      pkceCodeVerifier: flow.verifier,
+      expectedState: flow.state,
+      expectedNonce: flow.nonce,
+    });
+    const got = await s.req({ method: 'GET', url: `/users/${victim.id}` });
+    const d = await s.req({
+      method: 'PUT',
+      url: `/users/${victim.id}`,
+      headers: { 'if-match': String(got.headers.etag) },
+      payload: { ...got.json(), Disabled: true },
+    });
+    expect(d.statusCode, d.body).toBe(204);
+    await expect(client.refreshTokenGrant(config, String(t.refresh_token))).rejects.toMatchObject({
+      error: 'invalid_grant',
+    });
+    await expect(client.fetchUserInfo(config, t.access_token, victim.id)).rejects.toBeDefined();
+  });
+
   it('ignores Host and X-Forwarded-* when building its URLs', async () => {
     const res = await fetch(`${s.issuer}/.well-known/openid-configuration`, {
       headers: { host: 'evil.example', 'x-forwarded-host': 'evil.example', 'x-forwarded-proto': 'https' },
