@@ -316,7 +316,7 @@ describe.each(backends())('OpenID provider abuse (%s)', (backend) => {
       method: 'PUT',
       url: `/users/${victim.id}`,
       headers: { 'if-match': String(got.headers.etag) },
-      payload: { ...got.json(), Disabled: true },
+      payload: { ...(got.json() as Record<string, unknown>), Disabled: true },
     });
     expect(d.statusCode, d.body).toBe(204);
     await expect(client.refreshTokenGrant(config, String(t.refresh_token))).rejects.toMatchObject({
