@@ -162,7 +162,12 @@ async function configuration(
     acrValues: ACR_VALUES,
     features: {
       devInteractions: { enabled: false },
-      introspection: { enabled: true },
+      // A client learns about its own tokens only (the library lets any confidential client
+      // introspect every token; Gatehouse has no separate resource servers to need that).
+      introspection: {
+        enabled: true,
+        allowedPolicy: (_kctx, client, token) => token.clientId === client.clientId,
+      },
       revocation: { enabled: true },
       userinfo: { enabled: true },
       clientCredentials: { enabled: true },

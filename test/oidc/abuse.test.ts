@@ -203,6 +203,24 @@ describe.each(backends())('OpenID provider abuse (%s)', (backend) => {
     expect(ok.status, JSON.stringify(ok.body)).toBe(200);
   });
 
+  it("a client can neither introspect nor revoke another client's tokens", async () => {
+    const c = await code();
+    const t = await client.authorizationCodeGrant(config, c.back, {
+      pkceCodeVerifier: c.verifier,
+      expectedState: c.state,
+      expectedNonce: c.nonce,
+    });
+    const otherConf = await rpConfig(s, other);
+    const seen = await client.tokenIntrospection(otherConf, t.access_token);
+    expect(seen.active).toBe(false);
+    expect(seen.sub).toBeUndefined();
+    await client.tokenRevocation(otherConf, String(t.refresh_token)).catch(() => undefined);
+    await client.tokenRevocation(otherConf, t.access_token).catch(() => undefined);
+    expect((await client.tokenIntrospection(config, t.access_token)).active).toBe(true);
+    const fresh = await client.refreshTokenGrant(config, String(t.refresh_token));
+    expect(fresh.access_token).toBeTruthy();
+  });
+
   it('a disabled App stops being a client at once', async () => {
     const c = await makeClient(s, { cc: true });
     const ok = await token({ grant_type: 'client_credentials' }, basic(c.id, String(c.secret)));
