@@ -104,6 +104,8 @@ export const serverSection = {
       const u = new URL(v);
       if (u.protocol !== 'https:' && u.protocol !== 'http:') throw new Error('must be an http(s) URL');
       if (u.username || u.password || u.search || u.hash) throw new Error('must be a plain base URL');
+      // The service is served from the root of its origin: a path would make published URLs wrong.
+      if (u.pathname !== '/') throw new Error('must have no path (https://id.example.com)');
     },
   }),
   oidckey: str({
