@@ -22,9 +22,7 @@ describe('server.publicurl and server.oidckey', () => {
         fc.constantFrom('/gatehouse', '/?x=1', '/#f', '/a/b/'),
         fc.constantFrom('https://id.example.com', 'http://127.0.0.1:8080'),
         (tail, origin) => {
-          expect(() => load({ SVC_SERVER_PUBLICURL: `${origin}${tail}` })).toThrow(
-            /server\\.publicurl|publicurl/,
-          );
+          expect(() => load({ SVC_SERVER_PUBLICURL: `${origin}${tail}` })).toThrow(/publicurl/);
         },
       ),
     );
