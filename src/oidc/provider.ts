@@ -191,7 +191,10 @@ async function configuration(
       return acr ? { acr } : undefined;
     },
     ttl: TTL,
-    clientBasedCORS: () => false,
+    // Browsers may call the token, userinfo, introspection and revocation endpoints from the
+    // origins of the client's registered redirect URIs (a single-page app), and from no other.
+    clientBasedCORS: (_kctx, origin, client) =>
+      client.redirectUris?.some((u) => URL.parse(u)?.origin === origin) === true,
     clientAuthMethods: ['client_secret_basic', 'client_secret_post', 'none'],
     enabledJWA: {
       idTokenSigningAlgValues: [SIGNING_ALG],

@@ -221,6 +221,37 @@ describe.each(backends())('OpenID provider abuse (%s)', (backend) => {
     expect(fresh.access_token).toBeTruthy();
   });
 
+  it('browsers may call the token endpoint from the client’s redirect origin only', async () => {
+    const pconf = await rpConfig(s, pub);
+    const exchange = async (origin: string) => {
+      const c = await code(pub, pconf);
+      const res = await fetch(`${s.issuer}/token`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded', origin },
+        body: new URLSearchParams({
+          grant_type: 'authorization_code',
+          code: c.code,
+          redirect_uri: pub.redirect,
+          code_verifier: c.verifier,
+          client_id: pub.id,
+        }),
+      });
+      return { status: res.status, acao: res.headers.get('access-control-allow-origin') };
+    };
+    const own = new URL(pub.redirect).origin;
+    expect(await exchange(own)).toEqual({ status: 200, acao: own });
+    for (const origin of [
+      'https://evil.example',
+      new URL(app.redirect).origin,
+      own.replace('https:', 'http:'),
+      'null',
+    ]) {
+      const r = await exchange(origin);
+      expect(r.status, origin).toBe(400);
+      expect(r.acao).toBeNull();
+    }
+  });
+
   it('a disabled App stops being a client at once', async () => {
     const c = await makeClient(s, { cc: true });
     const ok = await token({ grant_type: 'client_credentials' }, basic(c.id, String(c.secret)));
