@@ -146,6 +146,31 @@ const migrations = (dialect: Dialect): Record<string, Migration> => ({
         .execute();
     },
   },
+  '0006_vouch_videos': {
+    // Reference and vouch videos (src/auth/factors/vouch/videos.ts): chunked, so they are
+    // streamed in and out without holding a whole video in memory.
+    async up(db: Kysely<unknown>) {
+      const key = keyText(dialect);
+      await db.schema
+        .createTable('videos')
+        .addColumn('id', key, (c) => c.primaryKey())
+        .addColumn('owner', key, (c) => c.notNull())
+        .addColumn('words', 'text', (c) => c.notNull())
+        .addColumn('size', 'bigint', (c) => c.notNull())
+        .addColumn('chunks', 'integer', (c) => c.notNull())
+        .addColumn('complete', 'integer', (c) => c.notNull())
+        .addColumn('create_time', 'bigint', (c) => c.notNull())
+        .execute();
+      await db.schema.createIndex('videos_owner').on('videos').columns(['owner']).execute();
+      await db.schema
+        .createTable('video_chunks')
+        .addColumn('video_id', key, (c) => c.notNull())
+        .addColumn('seq', 'integer', (c) => c.notNull())
+        .addColumn('data', dialect === 'postgres' ? 'bytea' : 'blob', (c) => c.notNull())
+        .addPrimaryKeyConstraint('video_chunks_pk', ['video_id', 'seq'])
+        .execute();
+    },
+  },
 });
 
 class StaticProvider implements MigrationProvider {

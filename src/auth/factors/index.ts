@@ -9,6 +9,7 @@ import { passwordFactor } from './password/index.js';
 import { pinFactor } from './pin/index.js';
 import { registerFactors } from './stepup.js';
 import { totpFactor } from './totp/index.js';
+import { vouchFactor } from './vouch/index.js';
 
 /** Every sign-in factor and step, as plug-ins. Adding one = a folder here + one line in this list. */
 export const factors: Factor[] = [
@@ -20,6 +21,7 @@ export const factors: Factor[] = [
   activationFactor,
   locationFactor,
   boostFactor,
+  vouchFactor,
 ];
 
 // The lists that lower modules read, filled once from the declarations above (those modules are

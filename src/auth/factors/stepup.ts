@@ -93,10 +93,12 @@ export async function credentialChange(
   ctx: ServiceContext,
   factor: string,
   op: CredentialOp,
+  /** The user named by the path (e.g. PUT /users/:id/reference-video) instead of `?user=`. */
+  target?: string,
 ): Promise<CredentialChange> {
   const p = req.principal;
   if (!p) throw new ApiError('Unauthenticated', 'authentication required');
-  const named = queryUser(req);
+  const named = target ?? queryUser(req);
   if (p.via !== 'session') {
     if (!hasAnyScope(p, ['admin']) || named === undefined)
       throw new ApiError(

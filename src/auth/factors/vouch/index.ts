@@ -1,0 +1,363 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { ApiError } from '../../../core/errors.js';
+import { User } from '../../../objects/user.js';
+import { VouchRequest } from '../../../objects/vouchrequest.js';
+import type { Doc } from '../../../schema/fields.js';
+import type { ServiceContext } from '../../../store/context.js';
+import { parseListQuery } from '../../../store/listquery.js';
+import { newId } from '../../../store/objects.js';
+import { userUsable } from '../../apikeys.js';
+import { LEVEL_NAMES, Level, provenLevel } from '../../integrity.js';
+import { hasAnyScope } from '../../permissions.js';
+import { type RateLimit, takeRequest } from '../../ratelimit.js';
+import { insufficientIntegrity } from '../../session/authenticator.js';
+import { mutateSession, requestSession, type Session, sessionById } from '../../session/sessions.js';
+import { type Factor, FLOW, field, formIntent, formOf, identified } from '../factor.js';
+import { reachableLevel } from '../stepup.js';
+import {
+  currentRequest,
+  eligibleVouchers,
+  MAX_PENDING,
+  stamp,
+  transition,
+  VOUCH_TTL_MS,
+} from './lifecycle.js';
+import { registerReferenceVideo, sendVideo, videoBody } from './reference.js';
+import { deleteVideos, referenceOwner, saveVideo, videoInfo, vouchOwner } from './videos.js';
+import { magicWords } from './words.js';
+
+/**
+ * Vouching (docs/signin.md, "Vouching"): a user who cannot prove enough (lost phone, forgotten
+ * password) asks colleagues or approvers to vouch for them. The request names who may vouch, the
+ * requester records a video saying the request's magic words, and a voucher who watched it beside
+ * the user's reference video approves or declines. Approval raises the requesting session to the
+ * request's level, never above what the voucher has proven.
+ *
+ * Endpoints: POST /auth/vouch, GET and DELETE /auth/vouch/:id, POST /auth/vouch/:id/video (the
+ * spec's); GET /auth/vouch/:id/video and /reference-video, POST /auth/vouch/:id/approve and
+ * /decline (for vouchers); GET/PUT/DELETE /users/:id/reference-video (./reference.ts).
+ */
+
+/** New requests per user: 5 at once, then one every 5 minutes (each one asks colleagues). */
+export const VOUCH_PER_USER: RateLimit = { name: 'vouch-user', burst: 5, intervalMs: 5 * 60_000 };
+/** New requests per client address. */
+export const VOUCH_PER_ADDRESS: RateLimit = { name: 'vouch-address', burst: 10, intervalMs: 60_000 };
+/** Vouching lends a person's word: it never reaches the hardware-backed level. */
+export const MAX_VOUCH_LEVEL = Level.TwoFactors;
+
+const param = (req: FastifyRequest) => String((req.params as { id: string }).id);
+
+type Viewer =
+  | { role: 'requester'; session: Session }
+  | { role: 'voucher'; session: Session }
+  | { role: 'admin' };
+
+/**
+ * Who is looking at a request: the session that made it, a voucher named in it (signed in, with
+ * at least one proven factor), or an administrator (admin key or session). Anyone else gets 404,
+ * as for a request that does not exist: requests, their words and videos are not listed to others.
+ */
+async function viewerOf(req: FastifyRequest, ctx: ServiceContext, doc: Doc, secret: Doc): Promise<Viewer> {
+  const { session } = await requestSession(req, ctx);
+  if (session && session.id === secret.SessionID && session.userId === doc.UserID)
+    return { role: 'requester', session };
+  if (
+    session &&
+    session.userId !== '' &&
+    session.userId !== doc.UserID &&
+    ((doc.Vouchers as string[]) ?? []).includes(session.userId) &&
+    provenLevel(session) >= Level.OneFactor
+  )
+    return { role: 'voucher', session };
+  const p = req.principal;
+  if (p && hasAnyScope(p, ['admin'])) return { role: 'admin' };
+  throw new ApiError('NotFound', `VouchRequest ${doc.ID} does not exist`);
+}
+
+async function load(req: FastifyRequest, ctx: ServiceContext) {
+  const id = param(req);
+  const obj = await currentRequest(ctx, id);
+  if (!obj) throw new ApiError('NotFound', `VouchRequest ${id} does not exist`);
+  const secret = await ctx.store.getSecret(VouchRequest, id);
+  return { obj, secret, viewer: await viewerOf(req, ctx, obj.doc, secret) };
+}
+
+async function person(ctx: ServiceContext, id: string) {
+  const u = await ctx.store.get(User, id);
+  const name = (u?.doc.Name as { FullName?: string } | undefined)?.FullName ?? '';
+  return { ID: id, Email: String(u?.doc.Email ?? ''), FullName: name };
+}
+
+/** The JSON every vouch endpoint answers with (docs/signin.md, "Vouching"). */
+export async function vouchView(ctx: ServiceContext, doc: Doc) {
+  const id = String(doc.ID);
+  const video = doc.State === 'pending' ? await videoInfo(ctx, vouchOwner(id)) : undefined;
+  return {
+    ID: id,
+    State: doc.State,
+    User: await person(ctx, String(doc.UserID)),
+    Reason: doc.Reason,
+    Level: doc.Level,
+    LevelName: LEVEL_NAMES[Number(doc.Level)] ?? '',
+    MagicWords: doc.MagicWords,
+    ExpireTime: doc.ExpireTime,
+    HaveVideo: doc.HaveVideo,
+    VideoID: video?.id ?? '',
+    GroupID: doc.GroupID,
+    Vouchers: await Promise.all(((doc.Vouchers as string[]) ?? []).map((v) => person(ctx, v))),
+    VoucherID: doc.VoucherID,
+    DecideTime: doc.DecideTime,
+    VouchURL: `/signin/vouch/${id}`,
+  };
+}
+
+async function answer(reply: FastifyReply, ctx: ServiceContext, doc: Doc) {
+  reply.header('Cache-Control', 'no-store');
+  return reply.code(200).send(await vouchView(ctx, doc));
+}
+
+/** Resolves the form's `voucher` values (user IDs or e-mail addresses) to user IDs. */
+async function namedVouchers(ctx: ServiceContext, form: Record<string, string | string[]>) {
+  const raw = form.voucher;
+  const list = raw === undefined ? [] : Array.isArray(raw) ? raw : [raw];
+  if (list.length > 16) throw new ApiError('InvalidField', 'at most 16 vouchers', { field: 'voucher' });
+  const out: string[] = [];
+  for (const v of list) {
+    if (v.length > 254) throw new ApiError('InvalidField', 'voucher is too long', { field: 'voucher' });
+    const byId = await ctx.store.get(User, v);
+    const u = byId ?? (await ctx.store.findByKey(User, 'Email', v.trim().toLowerCase()));
+    out.push(u ? u.id : `?${v}`);
+  }
+  return out;
+}
+
+/** The request a voucher decides on (voucherCheck says whether this caller may). */
+async function decidable(req: FastifyRequest, ctx: ServiceContext) {
+  const id = param(req);
+  const obj = await currentRequest(ctx, id);
+  if (!obj) throw new ApiError('NotFound', `VouchRequest ${id} does not exist`);
+  return obj;
+}
+
+/**
+ * The voucher's checks before a decision; returns the voucher's session. A session (API keys are
+ * not people watching a video) of a usable user other than the requester (403), named in the
+ * request and still eligible now (else 404, as for a request they may not see).
+ */
+async function voucherCheck(req: FastifyRequest, ctx: ServiceContext, doc: Doc): Promise<Session> {
+  const { session } = await requestSession(req, ctx);
+  if (!session || session.userId === '')
+    throw new ApiError('Unauthenticated', 'sign in to vouch for someone');
+  if (session.userId === doc.UserID) throw new ApiError('Forbidden', 'nobody may vouch for themselves');
+  const me = await ctx.store.get(User, session.userId);
+  if (!me || !userUsable(me.doc)) throw new ApiError('Forbidden', 'this user may not vouch');
+  // Still eligible now (memberships may have changed since the request was made).
+  const eligible = await eligibleVouchers(ctx, String(doc.UserID));
+  if (!((doc.Vouchers as string[]) ?? []).includes(session.userId) || !eligible.has(session.userId))
+    throw new ApiError('NotFound', `VouchRequest ${doc.ID} does not exist`);
+  return session;
+}
+
+export const vouchFactor: Factor = {
+  name: 'vouch',
+  register(app, ctx) {
+    registerReferenceVideo(app, ctx);
+
+    app.post('/auth/vouch', FLOW, async (req, reply) => {
+      const form = formOf(req);
+      const who = await identified(req, reply, ctx, form);
+      const intent = await formIntent(ctx, form, who.session);
+      const reason = field(form, 'reason', { max: 1024 }) ?? '';
+      const groupId = field(form, 'group', { max: 64 }) ?? '';
+      const userId = who.user.id;
+      const level = intent
+        ? Math.max(intent.lvl, Level.OneFactor)
+        : Math.max(
+            Level.OneFactor,
+            Math.min(MAX_VOUCH_LEVEL, await reachableLevel(who.user.doc, who.secret)),
+          );
+      if (level > MAX_VOUCH_LEVEL)
+        throw new ApiError(
+          'BadRequest',
+          `vouching raises a session to at most level ${MAX_VOUCH_LEVEL} (${LEVEL_NAMES[MAX_VOUCH_LEVEL]}); the intent needs ${level}`,
+          { field: 'intent' },
+        );
+      if (!(await videoInfo(ctx, referenceOwner(userId))))
+        throw new ApiError(
+          'Conflict',
+          'this user has no reference video, so nobody could compare a recording with it: vouching is not available',
+        );
+      const eligible = await eligibleVouchers(ctx, userId);
+      const named = await namedVouchers(ctx, form);
+      for (const n of named)
+        if (!eligible.has(n))
+          throw new ApiError('Forbidden', 'a voucher named is not a colleague or approver of this user', {
+            field: 'voucher',
+          });
+      let vouchers = named.length > 0 ? named : [...eligible.keys()];
+      if (groupId !== '') vouchers = vouchers.filter((v) => eligible.get(v)?.has(groupId));
+      vouchers = [...new Set(vouchers)].slice(0, 64);
+      if (vouchers.length === 0)
+        throw new ApiError(
+          'Conflict',
+          groupId !== ''
+            ? 'nobody in that group may vouch for this user'
+            : 'nobody may vouch for this user: vouchers are colleagues in groups that need approval, and approvers',
+          { field: groupId !== '' ? 'group' : 'voucher' },
+        );
+      // A new request from the same session replaces its pending one; a user has few at once.
+      const mine = await ctx.store.list(
+        VouchRequest,
+        parseListQuery(VouchRequest, {
+          filter: [`UserID = ${JSON.stringify(userId)}`, 'State = "pending"'],
+          limit: '100',
+        }),
+      );
+      let pending = 0;
+      for await (const chunk of mine.chunks)
+        for (const line of chunk.split('\n')) {
+          if (line === '') continue;
+          const d = (JSON.parse(line) as { Item: Doc }).Item;
+          const sec = await ctx.store.getSecret(VouchRequest, String(d.ID));
+          if (sec.SessionID === who.session.id) {
+            await transition(ctx, String(d.ID), 'cancel', 'requester').catch(() => undefined);
+            await deleteVideos(ctx, vouchOwner(String(d.ID)));
+          } else if ((await currentRequest(ctx, String(d.ID)))?.doc.State === 'pending') pending++;
+        }
+      if (pending >= MAX_PENDING)
+        throw new ApiError('Conflict', `this user has ${pending} pending vouch requests; cancel one first`);
+      await takeRequest(ctx, VOUCH_PER_ADDRESS, req.ip);
+      await takeRequest(ctx, VOUCH_PER_USER, `user:${userId}`);
+      const id = newId();
+      const doc: Doc = {
+        UserID: userId,
+        State: 'pending',
+        Reason: reason,
+        Vouchers: vouchers,
+        GroupID: groupId,
+        Level: level,
+        MagicWords: magicWords(4),
+        ExpireTime: stamp(Date.now() + VOUCH_TTL_MS),
+        HaveVideo: false,
+        VoucherID: '',
+      };
+      const stored = await ctx.store.systemPut(VouchRequest, id, () => ({
+        doc,
+        secret: { SessionID: who.session.id },
+      }));
+      return answer(reply, ctx, stored?.doc ?? doc);
+    });
+
+    app.get('/auth/vouch/:id', FLOW, async (req, reply) => {
+      const { obj } = await load(req, ctx);
+      return answer(reply, ctx, obj.doc);
+    });
+
+    app.delete('/auth/vouch/:id', FLOW, async (req, reply) => {
+      const { obj, viewer } = await load(req, ctx);
+      if (viewer.role !== 'requester')
+        throw new ApiError('Forbidden', 'only the session that made the request may cancel it');
+      const doc = await transition(ctx, obj.id, 'cancel', 'requester');
+      await deleteVideos(ctx, vouchOwner(obj.id));
+      return answer(reply, ctx, doc);
+    });
+
+    app.post('/auth/vouch/:id/video', FLOW, async (req, reply) => {
+      const { obj, viewer } = await load(req, ctx);
+      if (viewer.role !== 'requester')
+        throw new ApiError('Forbidden', 'only the session that made the request may supply its video');
+      if (obj.doc.State !== 'pending')
+        throw new ApiError('InvalidTransition', `a vouch request that is ${obj.doc.State} takes no video`);
+      const { body, length } = videoBody(req);
+      await saveVideo(ctx, vouchOwner(obj.id), obj.doc.MagicWords as string[], body, length);
+      try {
+        await transition(ctx, obj.id, 'video', 'requester', { extra: () => ({ HaveVideo: true }) });
+      } catch (e) {
+        await deleteVideos(ctx, vouchOwner(obj.id));
+        throw e;
+      }
+      return reply.code(204).send();
+    });
+
+    for (const which of ['video', 'reference-video'] as const)
+      app.get(`/auth/vouch/:id/${which}`, FLOW, async (req, reply) => {
+        const { obj, viewer } = await load(req, ctx);
+        if (viewer.role === 'requester')
+          throw new ApiError('NotFound', 'the videos of a request are shown to its vouchers only');
+        if (viewer.role === 'voucher') await voucherCheck(req, ctx, obj.doc);
+        const owner = which === 'video' ? vouchOwner(obj.id) : referenceOwner(String(obj.doc.UserID));
+        const v = obj.doc.State === 'pending' ? await videoInfo(ctx, owner) : undefined;
+        if (!v)
+          throw new ApiError(
+            'NotFound',
+            `there is no ${which === 'video' ? 'recording' : 'reference video'}`,
+          );
+        return sendVideo(reply, ctx, v);
+      });
+
+    app.post('/auth/vouch/:id/approve', FLOW, async (req, reply) => {
+      const form = formOf(req);
+      const seen = field(form, 'video', { required: true, max: 64 });
+      const obj = await decidable(req, ctx);
+      const voucher = await voucherCheck(req, ctx, obj.doc);
+      const level = Number(obj.doc.Level);
+      // Nobody raises a session above what they have proven themselves.
+      if (provenLevel(voucher) < level)
+        throw await insufficientIntegrity(
+          req,
+          ctx,
+          level,
+          `vouching for level ${level} needs this session to have proven level ${level} itself`,
+        );
+      const secret = await ctx.store.getSecret(VouchRequest, obj.id);
+      const target =
+        typeof secret.SessionID === 'string' ? await sessionById(ctx, secret.SessionID) : undefined;
+      if (!target || target.userId !== obj.doc.UserID)
+        throw new ApiError('SessionConflict', "the requester's session has ended; they must ask again");
+      const current = await videoInfo(ctx, vouchOwner(obj.id));
+      const doc = await transition(ctx, obj.id, 'approve', 'voucher', {
+        check: (d) => {
+          if (d.HaveVideo !== true || !current)
+            throw new ApiError('Conflict', 'the requester has not supplied the video yet');
+          if (current.id !== seen)
+            throw new ApiError('Conflict', 'the video changed since you watched it: watch the new one', {
+              field: 'video',
+            });
+        },
+        extra: () => ({ VoucherID: voucher.userId }),
+      });
+      const raised = await mutateSession(
+        ctx,
+        target.id,
+        (cur) => {
+          if (cur.userId !== obj.doc.UserID)
+            throw new ApiError('SessionConflict', 'the session changed user');
+          return {
+            ...cur,
+            factors: cur.factors.includes('vouch') ? cur.factors : [...cur.factors, 'vouch'],
+            data: {
+              ...cur.data,
+              BoostLevel: Math.max(cur.data.BoostLevel ?? 0, level),
+              RotatePending: true,
+            },
+          };
+        },
+        { rotate: false },
+      );
+      await deleteVideos(ctx, vouchOwner(obj.id));
+      if (!raised) throw new ApiError('SessionConflict', "the requester's session ended while being raised");
+      return answer(reply, ctx, doc);
+    });
+
+    app.post('/auth/vouch/:id/decline', FLOW, async (req, reply) => {
+      formOf(req);
+      const obj = await decidable(req, ctx);
+      const voucher = await voucherCheck(req, ctx, obj.doc);
+      const doc = await transition(ctx, obj.id, 'decline', 'voucher', {
+        extra: () => ({ VoucherID: voucher.userId }),
+      });
+      await deleteVideos(ctx, vouchOwner(obj.id));
+      return answer(reply, ctx, doc);
+    });
+  },
+};

@@ -1,0 +1,98 @@
+import type { Readable } from 'node:stream';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { ApiError } from '../../../core/errors.js';
+import { User } from '../../../objects/user.js';
+import type { ServiceContext } from '../../../store/context.js';
+import { hasAnyScope } from '../../permissions.js';
+import { credentialChange, credentialChanged } from '../stepup.js';
+import { deleteVideos, referenceOwner, saveVideo, type VideoInfo, videoInfo, videoStream } from './videos.js';
+import { parseMagicWords } from './words.js';
+
+export const VIDEO_TYPE = 'video/webm';
+
+/**
+ * A reference video is a credential: it is what vouchers compare a new recording with. So
+ * (docs/signin.md, "Reference videos"):
+ * - GET /users/:id/reference-video: the user themself (session or own key) or an administrator;
+ *   anyone else gets 404, as when there is none (whose videos exist is not told);
+ * - PUT and DELETE: the step-up rule of every credential change (credentialChange, stepup.ts):
+ *   the user's own session at the level their factors reach, an administrator's session at
+ *   IntegrityAdmin, or the admin key's reset; never a plain key. Replacing ends the user's other
+ *   sessions, an administrator's change ends all of them, as for any credential.
+ */
+export function registerReferenceVideo(app: FastifyInstance, ctx: ServiceContext) {
+  // WebM bodies are read by the handler as a stream, never parsed or buffered whole.
+  if (!app.hasContentTypeParser(VIDEO_TYPE))
+    app.addContentTypeParser(VIDEO_TYPE, (_req, payload, done) => done(null, payload));
+
+  const userParam = async (req: FastifyRequest) => {
+    const id = String((req.params as { id: string }).id);
+    if (!(await ctx.store.get(User, id))) throw new ApiError('NotFound', `User ${id} does not exist`);
+    return id;
+  };
+
+  app.get('/users/:id/reference-video', async (req, reply) => {
+    const p = req.principal;
+    const id = String((req.params as { id: string }).id);
+    if (!p || (p.userId !== id && !hasAnyScope(p, ['admin'])))
+      throw new ApiError('NotFound', 'no reference video');
+    await userParam(req);
+    const v = await videoInfo(ctx, referenceOwner(id));
+    if (!v) throw new ApiError('NotFound', 'this user has no reference video');
+    return sendVideo(reply, ctx, v);
+  });
+
+  app.put('/users/:id/reference-video', async (req, reply) => {
+    const id = String((req.params as { id: string }).id);
+    const change = await credentialChange(req, ctx, 'reference-video', 'set', id);
+    const words = parseMagicWords(req.headers['x-magic-words']);
+    if (typeof words === 'string') throw new ApiError('InvalidField', words, { field: 'X-Magic-Words' });
+    const had = (await videoInfo(ctx, referenceOwner(id))) !== undefined;
+    const { body, length } = videoBody(req);
+    await saveVideo(ctx, referenceOwner(id), words, body, length);
+    await credentialChanged(
+      req,
+      reply,
+      ctx,
+      { ...change, existing: change.existing || had },
+      'reference-video',
+    );
+    return reply.code(204).send();
+  });
+
+  app.delete('/users/:id/reference-video', async (req, reply) => {
+    const id = String((req.params as { id: string }).id);
+    const change = await credentialChange(req, ctx, 'reference-video', 'remove', id);
+    if (!(await videoInfo(ctx, referenceOwner(id))))
+      throw new ApiError('NotFound', 'this user has no reference video');
+    await deleteVideos(ctx, referenceOwner(id));
+    await credentialChanged(req, reply, ctx, change, 'reference-video');
+    return reply.code(204).send();
+  });
+}
+
+/** The request's WebM body as a stream, and its declared length; 415 for any other type. */
+export function videoBody(req: FastifyRequest): { body: Readable; length: number | undefined } {
+  const type = String(req.headers['content-type'] ?? '')
+    .split(';')[0]
+    ?.trim()
+    .toLowerCase();
+  const body = req.body as Readable | undefined;
+  if (type !== VIDEO_TYPE || !body || typeof (body as { pipe?: unknown }).pipe !== 'function')
+    throw new ApiError('UnsupportedMediaType', `send the video as ${VIDEO_TYPE}`, { field: 'Content-Type' });
+  const raw = req.headers['content-length'];
+  const length = raw === undefined ? undefined : Number(raw);
+  return { body, length: length !== undefined && Number.isFinite(length) ? length : undefined };
+}
+
+/** Streams a stored video: video/webm, its length, X-Magic-Words; never cached or sniffed. */
+export function sendVideo(reply: FastifyReply, ctx: ServiceContext, v: VideoInfo) {
+  reply.header('Content-Type', VIDEO_TYPE);
+  reply.header('Content-Length', String(v.size));
+  reply.header('X-Magic-Words', v.words.join(','));
+  reply.header('Cache-Control', 'private, no-store');
+  reply.header('X-Content-Type-Options', 'nosniff');
+  reply.header('Content-Security-Policy', "default-src 'none'; sandbox");
+  reply.header('Content-Disposition', 'inline; filename="video.webm"');
+  return reply.code(200).send(videoStream(ctx, v));
+}
