@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { Stream } from 'node:stream';
 import Fastify, {
   type FastifyBaseLogger,
   type FastifyError,
@@ -149,9 +150,10 @@ export async function createServer(opts: ServerOptions): Promise<FastifyInstance
   });
 
   // Form bodies (each endpoint that takes them adds its parser): the JSON parser checked JSON.
+  // A streamed body (video/webm, read by its handler) is not fields: walking it would never end.
   app.addHook('preValidation', async (req) => {
     const body = req.body;
-    if (body === null || typeof body !== 'object' || isJson(req)) return;
+    if (body === null || typeof body !== 'object' || isJson(req) || body instanceof Stream) return;
     const at = unstorableAt(body);
     if (at !== undefined) throw unstorableField(at === '' ? 'body' : at);
   });

@@ -136,9 +136,9 @@ export async function eligibleVouchers(
   const out = new Map<string, Set<string>>();
   const add = (voucher: string, via: string) => {
     if (voucher === '' || voucher === userId) return;
-    let s = out.get(voucher);
-    if (!s) out.set(voucher, (s = new Set()));
+    const s = out.get(voucher) ?? new Set<string>();
     s.add(via);
+    out.set(voucher, s);
   };
   const activeMembers = async (groupId: string) => {
     const ids: string[] = [];
