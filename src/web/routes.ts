@@ -7,6 +7,7 @@ import { registerHomeRoutes } from './home.js';
 import { debugPage, enrollPage, signinPage, signoutPage } from './pages.js';
 import { safeReturnUrl } from './returnurl.js';
 import { STYLE_CSS } from './style.js';
+import { registerVouchPages } from './vouch.js';
 
 /** Pages allow only their own script and style; images may be data: URLs (the TOTP QR code). */
 export const PAGE_CSP =
@@ -35,6 +36,7 @@ function query(req: FastifyRequest, name: string): string {
 /** The sign-in pages at /signin: sign-in, security settings (enrollment), sign-out, /signin/debug. */
 export function registerWebRoutes(app: FastifyInstance, ctx: ServiceContext) {
   registerHomeRoutes(app, ctx); // GET / and the icon
+  registerVouchPages(app, ctx); // /signin/vouch, /signin/vouch/:id
   const asset = (body: string, type: string) => async (_req: FastifyRequest, reply: FastifyReply) => {
     reply.header('Cache-Control', 'public, max-age=300');
     reply.header('X-Content-Type-Options', 'nosniff');
