@@ -4,6 +4,7 @@ import { objectTypes } from '../objects/registry.js';
 import type { Field, FieldMap } from '../schema/fields.js';
 import type { ObjectType } from '../schema/type.js';
 import type { ServiceContext } from '../store/context.js';
+import { VOUCH_PATHS, VOUCH_SCHEMAS } from './openapi-vouch.js';
 
 type Json = Record<string, unknown>;
 
@@ -188,7 +189,7 @@ export function openApiDocument(): Json {
         'Generic object API. Sign-in, events, groups and the proxy back channel are described in docs/.',
     },
     security: [{ bearer: [] }, { accessToken: [] }],
-    paths: Object.assign({}, ...objectTypes.map(pathsOf)),
+    paths: Object.assign({}, ...objectTypes.map(pathsOf), VOUCH_PATHS),
     components: {
       securitySchemes: {
         bearer: {
@@ -197,6 +198,7 @@ export function openApiDocument(): Json {
           description: 'An API key: gv followed by 54 letters and digits',
         },
         accessToken: { type: 'apiKey', in: 'query', name: 'access_token' },
+        session: { type: 'apiKey', in: 'cookie', name: 'gatehouse_session' },
       },
       schemas: {
         ...Object.fromEntries(
@@ -205,6 +207,7 @@ export function openApiDocument(): Json {
             { type: 'object', properties: propertiesOf(t.fields), additionalProperties: false },
           ]),
         ),
+        ...VOUCH_SCHEMAS,
         ListItem: {
           type: 'object',
           properties: {
