@@ -345,6 +345,10 @@ export const vouchFactor: Factor = {
         { rotate: false },
       );
       await deleteVideos(ctx, vouchOwner(obj.id));
+      req.log.info(
+        { vouchRequest: obj.id, requester: obj.doc.UserID, voucher: voucher.userId, level, raised: !!raised },
+        'vouch approved',
+      );
       if (!raised) throw new ApiError('SessionConflict', "the requester's session ended while being raised");
       return answer(reply, ctx, doc);
     });
@@ -357,6 +361,10 @@ export const vouchFactor: Factor = {
         extra: () => ({ VoucherID: voucher.userId }),
       });
       await deleteVideos(ctx, vouchOwner(obj.id));
+      req.log.info(
+        { vouchRequest: obj.id, requester: obj.doc.UserID, voucher: voucher.userId },
+        'vouch declined',
+      );
       return answer(reply, ctx, doc);
     });
   },
