@@ -1,3 +1,4 @@
+/// <reference lib="dom" />
 import { existsSync, mkdirSync, mkdtempSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -6,6 +7,7 @@ import { type Browser, type BrowserContext, chromium, type Page } from 'playwrig
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { backends, startTestService, type TestService } from '../../../helpers.js';
 import { Browser as ApiBrowser, account, freshIp, levelOf, PW, signIn } from '../../../kit/index.js';
+import { expectAccessibleBothSchemes } from '../../../web/axe.js';
 import { putReference, teamOf } from './kit.js';
 
 const CHROMIUM = process.env.GATEHOUSE_CHROMIUM ?? '/usr/bin/chromium';
@@ -120,6 +122,7 @@ describe.skipIf(!HAVE_CHROMIUM)(`vouching pages in headless Chromium (${backends
 
     await r.page.getByLabel(/Note for your colleague/).fill('Lost my phone on the train');
     await r.page.screenshot({ path: `${SHOTS}vouch-ask.png` });
+    await expectAccessibleBothSchemes(r.page, 'vouch-ask');
     await r.page.getByRole('button', { name: 'Ask for a vouch' }).click();
     await r.page
       .locator('#v-words')
@@ -132,6 +135,7 @@ describe.skipIf(!HAVE_CHROMIUM)(`vouching pages in headless Chromium (${backends
     expect(words).toHaveLength(4);
     await r.page.getByText('Camera ready.').waitFor();
     await r.page.screenshot({ path: `${SHOTS}vouch-record.png` });
+    await expectAccessibleBothSchemes(r.page, 'vouch-record');
     await r.page.getByRole('button', { name: 'Start recording' }).click();
     await r.page.waitForTimeout(2500);
     await r.page.getByRole('button', { name: 'Stop and send' }).click();
@@ -139,6 +143,7 @@ describe.skipIf(!HAVE_CHROMIUM)(`vouching pages in headless Chromium (${backends
     const link = (await r.page.locator('#v-link').getAttribute('href')) as string;
     expect(link).toMatch(new RegExp(`^${base}/signin/vouch/[A-Za-z0-9]+$`));
     await r.page.screenshot({ path: `${SHOTS}vouch-waiting.png` });
+    await expectAccessibleBothSchemes(r.page, 'vouch-waiting');
 
     // What MediaRecorder produced was stored as it was sent: a WebM file.
     const id = link.split('/').pop() as string;
@@ -160,18 +165,25 @@ describe.skipIf(!HAVE_CHROMIUM)(`vouching pages in headless Chromium (${backends
     await expect.poll(() => c.page.locator('#d-who').textContent()).toContain(requester.email);
     // Both videos load in the page (real WebM from the database, streamed), without error.
     await c.page.waitForFunction(
-      `['d-ref', 'd-new'].every((i) => { const v = document.getElementById(i); return v.readyState >= 2 && !v.error; })`,
+      () =>
+        ['d-ref', 'd-new'].every((i) => {
+          const v = document.getElementById(i) as HTMLVideoElement;
+          return v.readyState >= 2 && !v.error;
+        }),
       undefined,
       { timeout: 20_000 },
     );
     await c.page.screenshot({ path: `${SHOTS}vouch-decide.png`, fullPage: true });
+    await expectAccessibleBothSchemes(c.page, 'vouch-decide');
     await c.page.getByRole('button', { name: 'Yes, approve' }).click();
     await c.page.getByText(/you vouched for/).waitFor();
     await c.page.screenshot({ path: `${SHOTS}vouch-approved.png` });
+    await expectAccessibleBothSchemes(c.page, 'vouch-approved');
 
     // The requester's page learns it; the session is at level 3 now.
     await r.page.getByText('Your colleague vouched for you').waitFor({ timeout: 15_000 });
     await r.page.screenshot({ path: `${SHOTS}vouch-done.png` });
+    await expectAccessibleBothSchemes(r.page, 'vouch-done');
     const level = await r.page.evaluate(
       `fetch('/auth', { method: 'POST', headers: { 'X-Requested-With': 'gatehouse' } }).then((res) => res.json()).then((j) => j.IntegrityLevel)`,
     );
