@@ -1,4 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { magicWords } from '../auth/factors/vouch/words.js';
 import { tenantDoc } from '../auth/integrity.js';
 import { esc } from '../core/html.js';
 import type { ServiceContext } from '../store/context.js';
@@ -10,6 +11,7 @@ import { VOUCH_CSS, VOUCH_JS } from './vouchjs.js';
  * The vouching pages (docs/signin.md, "Vouching"):
  * - GET /signin/vouch?return=&intent=  the requester: ask, see the magic words and who may vouch,
  *   record a video with the camera (MediaRecorder), send it, wait for the decision;
+ * - GET /signin/vouch/reference       one's own reference video: see it, record a new one (step-up);
  * - GET /signin/vouch/:id              a voucher: the request, the reference video, the new video
  *   and the magic words; approve or decline.
  * Both are static HTML plus /signin/assets/vouch.js; everything they show comes from the API, which
@@ -39,7 +41,7 @@ ${ICON_LINKS}
 <body data-page="${page}"${attrs}>
 <header class="top">
   <span class="logo" aria-hidden="true"></span><span class="name">${esc(tenant)}</span>
-  <nav aria-label="Account"><a href="/signin">Sign in</a><a href="/signin/enroll">Security settings</a></nav>
+  <nav aria-label="Account"><a href="/signin">Sign in</a><a href="/signin/enroll">Security settings</a><a href="/signin/vouch/reference">Reference video</a></nav>
 </header>
 <main class="wide">
 <div id="alert" class="alert" role="alert" tabindex="-1" hidden></div>
@@ -67,6 +69,7 @@ export function requesterPage(tenant: string, returnUrl: string, intent: string)
     <input id="v-reason" maxlength="1024" placeholder="I lost my phone on the train">
     <button type="submit" class="block">Ask for a vouch</button>
   </form>
+  <p class="muted">Vouching needs a reference video: <a href="/signin/vouch/reference">record yours</a> while you can still sign in.</p>
 </section>
 <section class="card" id="v-record" aria-labelledby="h-rec" hidden>
   <h2 id="h-rec">Record your video</h2>
@@ -90,6 +93,34 @@ export function requesterPage(tenant: string, returnUrl: string, intent: string)
   <h2 id="h-done"></h2>
   <p id="v-done-text"></p>
   <p><a id="v-continue" href="/signin">Continue</a></p>
+</section>`,
+  );
+}
+
+export function referencePage(tenant: string, words: string[]): string {
+  return layout(
+    tenant,
+    'Your reference video',
+    'vouch-reference',
+    { words: words.join(',') },
+    `
+<section class="card" aria-labelledby="h-refv">
+  <h1 id="h-refv">Your reference video</h1>
+  <p class="lead">If you ever lose your sign-in factors, colleagues who vouch for you compare a new
+  recording with this one. Changing it needs your full sign-in, like any credential.</p>
+  <p id="f-have" aria-live="polite">Checking…</p>
+  <video id="f-current" class="video" controls playsinline preload="metadata" hidden></video>
+</section>
+<section class="card" aria-labelledby="h-frec">
+  <h2 id="h-frec">Record a new one</h2>
+  <p>Look at the camera and say these words:</p>
+  <p class="words" id="f-words">${esc(words.join(' · '))}</p>
+  <video id="f-preview" class="video" muted playsinline aria-label="Camera preview"></video>
+  <div class="row">
+    <button type="button" id="f-start">Start recording</button>
+    <button type="button" id="f-stop" class="secondary" disabled>Stop and save</button>
+  </div>
+  <p class="muted" id="f-status" aria-live="polite"></p>
 </section>`,
   );
 }
@@ -173,6 +204,9 @@ export function registerVouchPages(app: FastifyInstance, ctx: ServiceContext) {
       requesterPage(String(tenant.Name || 'Gatehouse'), ret, query(req, 'intent').slice(0, 4096)),
     );
   });
+  app.get('/signin/vouch/reference', OPTIONAL, async (_req, reply) =>
+    send(reply, referencePage(String((await tenantDoc(ctx)).Name || 'Gatehouse'), magicWords(4))),
+  );
   app.get('/signin/vouch/:id', OPTIONAL, async (req, reply) => {
     const id = String((req.params as { id: string }).id).slice(0, 64);
     return send(reply, voucherPage(String((await tenantDoc(ctx)).Name || 'Gatehouse'), id));

@@ -7,7 +7,7 @@ dl.facts dt { font-weight: 600; color: var(--muted); }
 dl.facts dd { margin: 0; }
 dl.facts dd.words { font-size: 1.25rem; margin: 0; }
 .row button { flex: 0 1 auto; }
-#v-preview { max-width: 420px; margin: 0 auto; }
+#v-preview, #f-preview, #f-current { max-width: 420px; margin: 0 auto; }
 `;
 
 export const VOUCH_JS = `(function () {
@@ -47,15 +47,62 @@ export const VOUCH_JS = `(function () {
   var LIMIT = 20 * 1024 * 1024;
   var MAX_SECONDS = 20;
 
+  // Camera preview and MediaRecorder for the elements <p>-preview, -start, -stop, -status.
+  function recorderUI(p, onBlob) {
+    var ui = { stream: null, recorder: null };
+    ui.open = function () {
+      if (!navigator.mediaDevices || !window.MediaRecorder) {
+        alertBox('error', 'This browser cannot record video here. Use another browser.');
+        return;
+      }
+      navigator.mediaDevices.getUserMedia({ video: true, audio: true }).then(function (s) {
+        ui.stream = s;
+        var v = $(p + '-preview');
+        v.srcObject = s;
+        v.play().catch(function () {});
+        $(p + '-status').textContent = 'Camera ready.';
+      }, function (e) {
+        alertBox('error', 'The camera could not be opened: ' + (e && e.name ? e.name : e) + '. Allow camera and microphone, then reload.');
+      });
+    };
+    ui.close = function () {
+      if (ui.stream) ui.stream.getTracks().forEach(function (t) { t.stop(); });
+      ui.stream = null;
+    };
+    $(p + '-start').addEventListener('click', function () {
+      if (!ui.stream) { alertBox('error', 'The camera is not ready yet.'); return; }
+      var types = ['video/webm;codecs=vp8,opus', 'video/webm;codecs=vp9,opus', 'video/webm'];
+      var type = types.filter(function (t) { return MediaRecorder.isTypeSupported(t); })[0];
+      if (!type) { alertBox('error', 'This browser cannot record WebM video.'); return; }
+      var chunks = [];
+      var rec = new MediaRecorder(ui.stream, { mimeType: type, videoBitsPerSecond: 1000000 });
+      ui.recorder = rec;
+      rec.ondataavailable = function (e) { if (e.data && e.data.size) chunks.push(e.data); };
+      rec.onstop = function () {
+        $(p + '-start').disabled = false;
+        var blob = new Blob(chunks, { type: 'video/webm' });
+        if (blob.size > LIMIT) { alertBox('error', 'The recording is too long; record a shorter one.'); return; }
+        $(p + '-status').textContent = 'Sending the video…';
+        onBlob(blob);
+      };
+      rec.start(250);
+      $(p + '-start').disabled = true;
+      $(p + '-stop').disabled = false;
+      $(p + '-status').textContent = 'Recording… say the words, then stop (at most ' + MAX_SECONDS + ' seconds).';
+      setTimeout(function () { if (rec.state === 'recording') rec.stop(); }, MAX_SECONDS * 1000);
+    });
+    $(p + '-stop').addEventListener('click', function () {
+      if (ui.recorder && ui.recorder.state === 'recording') ui.recorder.stop();
+      $(p + '-stop').disabled = true;
+    });
+    return ui;
+  }
+
   if (page === 'vouch-request') {
     var returnUrl = body.getAttribute('data-return') || '';
     var intent = body.getAttribute('data-intent') || '';
-    var request = null, stream = null, recorder = null, chunks = [], timer = null;
-
-    var stopCamera = function () {
-      if (stream) stream.getTracks().forEach(function (t) { t.stop(); });
-      stream = null;
-    };
+    var request = null, timer = null, cam = null;
+    var stopCamera = function () { if (cam) cam.close(); };
     var finish = function (state) {
       stopCamera();
       alertBox('', '');
@@ -82,8 +129,6 @@ export const VOUCH_JS = `(function () {
       }, function () { timer = setTimeout(poll, 5000); });
     };
     var upload = function (blob) {
-      if (blob.size > LIMIT) { alertBox('error', 'The recording is too long; record a shorter one.'); return; }
-      $('v-status').textContent = 'Sending the video…';
       fetch('/auth/vouch/' + encodeURIComponent(request.ID) + '/video', {
         method: 'POST', body: blob, credentials: 'same-origin',
         headers: { 'X-Requested-With': 'gatehouse', 'Content-Type': 'video/webm' },
@@ -116,40 +161,10 @@ export const VOUCH_JS = `(function () {
         $('v-expires').textContent = new Date(request.ExpireTime).toLocaleTimeString();
         show($('v-ask').parentNode, false);
         show($('v-record'), true);
-        if (!navigator.mediaDevices || !window.MediaRecorder) {
-          alertBox('error', 'This browser cannot record video here. Use another browser.');
-          return;
-        }
-        navigator.mediaDevices.getUserMedia({ video: true, audio: true }).then(function (s) {
-          stream = s;
-          var v = $('v-preview');
-          v.srcObject = s;
-          v.play().catch(function () {});
-          $('v-status').textContent = 'Camera ready.';
-        }, function (e) {
-          alertBox('error', 'The camera could not be opened: ' + (e && e.name ? e.name : e) + '. Allow camera and microphone, then reload.');
-        });
+        cam.open();
       });
     });
-    $('v-start').addEventListener('click', function () {
-      if (!stream) { alertBox('error', 'The camera is not ready yet.'); return; }
-      var types = ['video/webm;codecs=vp8,opus', 'video/webm;codecs=vp9,opus', 'video/webm'];
-      var type = types.filter(function (t) { return MediaRecorder.isTypeSupported(t); })[0];
-      if (!type) { alertBox('error', 'This browser cannot record WebM video.'); return; }
-      chunks = [];
-      recorder = new MediaRecorder(stream, { mimeType: type, videoBitsPerSecond: 1000000 });
-      recorder.ondataavailable = function (e) { if (e.data && e.data.size) chunks.push(e.data); };
-      recorder.onstop = function () { upload(new Blob(chunks, { type: 'video/webm' })); };
-      recorder.start(250);
-      $('v-start').disabled = true;
-      $('v-stop').disabled = false;
-      $('v-status').textContent = 'Recording… say the words, then stop (at most ' + MAX_SECONDS + ' seconds).';
-      setTimeout(function () { if (recorder && recorder.state === 'recording') recorder.stop(); }, MAX_SECONDS * 1000);
-    });
-    $('v-stop').addEventListener('click', function () {
-      if (recorder && recorder.state === 'recording') recorder.stop();
-      $('v-stop').disabled = true;
-    });
+    cam = recorderUI('v', upload);
     $('v-cancel').addEventListener('click', function () {
       if (!request) return;
       clearTimeout(timer);
@@ -157,6 +172,50 @@ export const VOUCH_JS = `(function () {
         if (r.status !== 200) { alertBox('error', message(r)); return; }
         finish('cancelled');
       });
+    });
+  }
+
+  if (page === 'vouch-reference') {
+    var words = (body.getAttribute('data-words') || '').split(',');
+    var self = '/signin/vouch/reference';
+    var userId = '';
+    var stepUp = function (r) {
+      location.href = '/signin?intent=' + encodeURIComponent(r.Intent) + '&return=' + encodeURIComponent(self);
+    };
+    var current = function () {
+      var url = '/users/' + encodeURIComponent(userId) + '/reference-video';
+      fetch(url, { method: 'HEAD', credentials: 'same-origin' }).then(function (res) {
+        var have = res.status === 200;
+        $('f-have').textContent = have
+          ? 'You have a reference video (words: ' + (res.headers.get('X-Magic-Words') || '').split(',').join(', ') + ').'
+          : 'You have no reference video yet.';
+        show($('f-current'), have);
+        if (have) $('f-current').setAttribute('src', url + '?v=' + Date.now());
+      });
+    };
+    var ref = recorderUI('f', function (blob) {
+      fetch('/users/' + encodeURIComponent(userId) + '/reference-video', {
+        method: 'PUT', body: blob, credentials: 'same-origin',
+        headers: { 'X-Requested-With': 'gatehouse', 'Content-Type': 'video/webm', 'X-Magic-Words': words.join(',') },
+      }).then(function (res) {
+        if (res.status === 204) {
+          $('f-status').textContent = '';
+          alertBox('ok', 'Your reference video is saved.');
+          current();
+          return;
+        }
+        return res.json().then(function (j) {
+          if (res.status === 401 && j.Intent) { stepUp(j); return; }
+          alertBox('error', j.Message || 'The video was refused.');
+        });
+      });
+    });
+    api('GET', '/users/me').then(function (r) {
+      if (r.status === 401 && r.data && r.data.Intent) { stepUp(r.data); return; }
+      if (r.status !== 200) { alertBox('error', message(r)); return; }
+      userId = r.data.ID;
+      current();
+      ref.open();
     });
   }
 

@@ -192,4 +192,47 @@ describe.skipIf(!HAVE_CHROMIUM)(`vouching pages in headless Chromium (${backends
     await r.context.close();
     await c.context.close();
   });
+
+  it('a user records their own reference video; with more factors than proven, the page steps up first', {
+    timeout: 120_000,
+  }, async () => {
+    // Password only: a password session reaches what the factors reach, so it may set the video.
+    const pat = await account(s, { tag: 'ref' });
+    const apiP = await signIn(s, pat, { password: true }, { level: 2 });
+    const p = await contextOf(apiP);
+    await p.page.goto(`${base}/signin/vouch/reference`);
+    await p.page.getByText('You have no reference video yet.').waitFor();
+    await p.page.getByText('Camera ready.').waitFor();
+    const words = ((await p.page.locator('#f-words').textContent()) ?? '').split(' · ');
+    expect(words).toHaveLength(4);
+    await p.page.getByRole('button', { name: 'Start recording' }).click();
+    await p.page.waitForTimeout(1500);
+    await p.page.getByRole('button', { name: 'Stop and save' }).click();
+    await p.page.getByText('Your reference video is saved.').waitFor();
+    await p.page.getByText(/You have a reference video/).waitFor();
+    await p.page.waitForFunction(
+      () => (document.getElementById('f-current') as HTMLVideoElement).readyState >= 1,
+    );
+    await p.page.screenshot({ path: `${SHOTS}vouch-reference.png`, fullPage: true });
+    await expectAccessibleBothSchemes(p.page, 'vouch-reference');
+    const stored = await s.req({ url: `/users/${pat.id}/reference-video` });
+    expect(stored.statusCode).toBe(200);
+    expect(stored.headers['x-magic-words']).toBe(words.join(','));
+    expect(stored.rawPayload.subarray(0, 4).toString('hex')).toBe('1a45dfa3');
+    await p.context.close();
+
+    // Password + TOTP, signed in with the password only: saving sends the person to step up.
+    const kim = await account(s, { totp: true, tag: 'kim' });
+    const apiK = await signIn(s, kim, { password: true }, { level: 2 });
+    const k = await contextOf(apiK);
+    await k.page.goto(`${base}/signin/vouch/reference`);
+    await k.page.getByText('Camera ready.').waitFor();
+    await k.page.getByRole('button', { name: 'Start recording' }).click();
+    await k.page.waitForTimeout(1000);
+    await k.page.getByRole('button', { name: 'Stop and save' }).click();
+    await k.page.waitForURL(/\/signin\?intent=/);
+    expect(new URL(k.page.url()).searchParams.get('return')).toBe('/signin/vouch/reference');
+    expect((await s.req({ url: `/users/${kim.id}/reference-video` })).statusCode).toBe(404);
+    await k.context.close();
+  });
 });
