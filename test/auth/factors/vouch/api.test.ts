@@ -299,4 +299,37 @@ describe.each(backends())('vouching on %s', { timeout: 120_000 }, (backend) => {
       );
     expect((await (await requesterBrowser(other.requester.email)).post('/auth/vouch')).statusCode).toBe(409);
   });
+
+  it('a voucher must be signed in for real; decisions need the CSRF header; administrators may look', async () => {
+    const { requester, colleague } = await requesterAndColleague(s);
+    const r = await requesterBrowser(requester.email);
+    const v = (await r.post('/auth/vouch')).json();
+    expect((await send(r, 'POST', `/auth/vouch/${v.ID}/video`, webm())).statusCode).toBe(204);
+    // The colleague's address typed in (level 1, nothing proven): sees nothing, decides nothing.
+    const typed = await requesterBrowser(colleague.email);
+    expect((await typed.req({ url: `/auth/vouch/${v.ID}` })).statusCode).toBe(404);
+    expect((await send(typed, 'GET', `/auth/vouch/${v.ID}/video`)).statusCode).toBe(404);
+    const weak = await typed.post(`/auth/vouch/${v.ID}/approve`, { video: 'x' });
+    expect(weak.statusCode).toBe(401);
+    // Without the CSRF header (a cross-site form post), a real voucher's decision is refused.
+    const c = await signIn(s, colleague, { password: true, totp: true }, { level: 3 });
+    const videoId = (await c.req({ url: `/auth/vouch/${v.ID}` })).json().VideoID as string;
+    const noCsrf = await c.req({
+      method: 'POST',
+      url: `/auth/vouch/${v.ID}/approve`,
+      form: { video: videoId },
+      headers: { 'x-requested-with': '' },
+    });
+    expect(noCsrf.statusCode).toBe(403);
+    expect(noCsrf.headers['x-error-code']).toBe('CSRF Check Failed');
+    expect((await r.post('/auth')).json().IntegrityLevel).toBe(1);
+    // An administrator's key may read the request and its videos (not decide: see above).
+    const admin = await s.req({ url: `/auth/vouch/${v.ID}` });
+    expect(admin.statusCode).toBe(200);
+    expect((await s.req({ url: `/auth/vouch/${v.ID}/video` })).statusCode).toBe(200);
+    // The requester's own user key (not the requesting session) sees it only through /vouchrequests.
+    const ownKey = await s.keyFor(['user'], requester.id);
+    expect((await s.req({ url: `/auth/vouch/${v.ID}`, key: ownKey })).statusCode).toBe(404);
+    expect((await s.req({ url: `/vouchrequests/${v.ID}`, key: ownKey })).statusCode).toBe(200);
+  });
 });
