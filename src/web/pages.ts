@@ -97,6 +97,7 @@ export function signinPage(
     ${factorForm('f-activation', 'Activation code', '<input id="activation" name="code" autocomplete="off" required>', 'activation', 'Activate')}
     <div id="other-ways" class="row"></div>
     <p id="no-factor" class="alert error" hidden>No sign-in method is set up for this account. Ask an administrator to set a password.</p>
+    <p class="muted"><a href="${esc(`/signin/vouch?${new URLSearchParams({ return: returnUrl, intent }).toString()}`)}">Lost your phone or key? Ask a colleague to vouch for you</a></p>
   </div>
   <div id="step-done" hidden>
     <p class="alert ok">Signed in as <strong id="done-who"></strong>.</p>
@@ -162,6 +163,11 @@ export function enrollPage(tenant: string, signedIn = false): string {
       <p class="muted">Store these somewhere safe; they are shown only now.</p>
       <ol id="backup-codes" class="codes"></ol>
     </div>
+  </section>
+  <section class="card" aria-labelledby="h-refvideo">
+    <h2 id="h-refvideo">Reference video</h2>
+    <p class="muted">A short video of you. If you ever lose your sign-in methods, a colleague who vouches for you compares a new recording with it.</p>
+    <p><a href="/signin/vouch/reference">View or record your reference video</a></p>
   </section>
 </div>`,
   });
