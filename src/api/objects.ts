@@ -13,7 +13,7 @@ import { ApiError } from '../core/errors.js';
 import { APIKey } from '../objects/apikey.js';
 import { objectTypes } from '../objects/registry.js';
 import { TENANT_ID } from '../objects/tenant.js';
-import { type Doc, defaultOf, normalize } from '../schema/fields.js';
+import { type Doc, defaultOf, normalize, refuseFractionalSeconds } from '../schema/fields.js';
 import type { Access, ObjectType, Op } from '../schema/type.js';
 import type { ServiceContext } from '../store/context.js';
 import { parseListQuery, type RawListQuery } from '../store/listquery.js';
@@ -140,9 +140,24 @@ export function registerObjectRoutes(app: FastifyInstance, { store }: ServiceCon
       return sendObject(req, reply, type, obj);
     };
 
+    /**
+     * The If-Match of a PUT or DELETE. Without one, a missing object (or, with own-only access,
+     * someone else's) answers 404 first, as the spec orders it; only an existing one answers 428.
+     */
+    const requireIfMatch = async (req: FastifyRequest, a: Access, id: string) => {
+      const v = singleHeader(req.headers['if-match']);
+      if (v === undefined || v.trim() === '') {
+        const existing = await store.get(type, id);
+        if (!existing) throw new ApiError('NotFound', `${type.kind} ${id} does not exist`);
+        checkOwner(req, type, a, existing.doc, id);
+      }
+      return ifMatchOf(req);
+    };
+
     const update = async (req: FastifyRequest, reply: FastifyReply, id: string) => {
       const a = authorize(req, type, 'update');
-      const ifMatch = await checkExisting(req, a, id, ifMatchOf(req), 'update');
+      const ifMatch = await checkExisting(req, a, id, await requireIfMatch(req, a, id), 'update');
+      refuseFractionalSeconds(writable, req.body);
       const { obj, changed } = await store.update(type, id, req.body ?? {}, ifMatch, {
         userId: principalOf(req).userId,
       });
@@ -157,6 +172,7 @@ export function registerObjectRoutes(app: FastifyInstance, { store }: ServiceCon
         if (bad) throw new ApiError('BadRequest', `the name ${JSON.stringify(id)} ${bad}`, { field: 'id' });
       }
       checkFields(req, undefined);
+      refuseFractionalSeconds(writable, req.body);
       const { obj, response } = await store.create(type, req.body ?? {}, id, {
         userId: principalOf(req).userId,
       });
@@ -168,7 +184,7 @@ export function registerObjectRoutes(app: FastifyInstance, { store }: ServiceCon
 
     const remove = async (req: FastifyRequest, reply: FastifyReply, id: string) => {
       const a = authorize(req, type, 'delete');
-      const ifMatch = await checkExisting(req, a, id, ifMatchOf(req), 'delete');
+      const ifMatch = await checkExisting(req, a, id, await requireIfMatch(req, a, id), 'delete');
       await store.delete(type, id, ifMatch);
       return reply.code(204).send();
     };

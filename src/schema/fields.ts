@@ -171,6 +171,29 @@ export function normalizeTimestamp(v: string): string | undefined {
   return `${d.toISOString().slice(0, 19)}Z`;
 }
 
+/**
+ * Refuses (400) a client timestamp with non-zero fractional seconds anywhere in `input`: stored
+ * timestamps have whole seconds (so they compare as strings), and silently dropping the fraction
+ * would store a different instant than the one sent. ".000" is accepted. Server-written values
+ * go through normalizeTimestamp, which truncates.
+ */
+export function refuseFractionalSeconds(fields: FieldMap, input: unknown, path = ''): void {
+  if (!isPlainObject(input)) return;
+  for (const [name, field] of Object.entries(fields)) {
+    const value = input[name];
+    const p = path ? `${path}.${name}` : name;
+    if (field.kind === 'object') refuseFractionalSeconds(field.fields, value, p);
+    else if (field.kind === 'timestamp' && !field.readOnly && typeof value === 'string') {
+      const fraction = RFC3339.exec(value)?.[7];
+      if (fraction && /[1-9]/.test(fraction))
+        bad(
+          p,
+          `has fractional seconds (${fraction}); timestamps are kept to the whole second: send ${value.replace(fraction, '')}`,
+        );
+    }
+  }
+}
+
 export function timestampMs(v: string): number {
   return v === ZERO_TIME ? Number.NEGATIVE_INFINITY : Date.parse(v);
 }
