@@ -31,7 +31,7 @@ import {
 const sha256 = (s: string) => createHash('sha256').update(s).digest('base64url');
 
 /** Checks `Authorization: Bearer <auth.token>` and returns the App the proxy is tied to. */
-async function proxyApp(req: FastifyRequest, ctx: ServiceContext): Promise<StoredObject> {
+export async function proxyApp(req: FastifyRequest, ctx: ServiceContext): Promise<StoredObject> {
   const refuse = (why: string) =>
     new ApiError('Unauthenticated', why, {
       headers: { 'WWW-Authenticate': 'Bearer realm="gatehouse-proxy"' },

@@ -3,6 +3,7 @@ import type { ServiceContext } from '../store/context.js';
 import { registerWebRoutes } from '../web/routes.js';
 import { registerAuthRoutes } from './auth.js';
 import { registerProxyBackchannel } from './backchannel.js';
+import { registerDirectoryRoutes } from './directory.js';
 import { registerEventRoutes } from './events.js';
 import { registerGroupRoutes } from './groups.js';
 import { registerHealthRoutes } from './health.js';
@@ -28,4 +29,5 @@ export const registrars: Registrar[] = [
   registerProxyBackchannel,
   registerEventRoutes,
   registerOidcRoutes,
+  registerDirectoryRoutes,
 ];

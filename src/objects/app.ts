@@ -72,5 +72,14 @@ export const App: ObjectType = {
       readOnly: true,
       doc: 'A client secret (POST /apps/:id/oidc/secret) has been issued',
     }),
+    Accounts: f.object(
+      {
+        Groups: f.strings({ maxItems: 64, doc: 'Group IDs whose active members get an account' }),
+        NameFrom: f.enum(['UserName', 'EmailLocalPart'], { doc: 'How an account name is derived' }),
+        InitialPassword: f.boolean({ doc: 'New accounts get a generated initial password' }),
+        OnRemove: f.enum(['disable', 'delete'], { doc: 'What leaving the groups or a disabled user does' }),
+      },
+      { doc: 'Accounts on this target (docs/directory.md)' },
+    ),
   },
 };

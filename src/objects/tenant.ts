@@ -43,5 +43,8 @@ export const Tenant: ObjectType = {
       doc: 'Level a session needs to change its own credentials',
     }),
     IntegrityAdmin: f.integer({ min: 1, max: 4, default: 3, doc: 'Level an administrator session needs' }),
+    AccountChangesNeedApproval: f.boolean({
+      doc: 'Account changes wait for an administrator to approve them (docs/directory.md)',
+    }),
   },
 };

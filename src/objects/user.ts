@@ -38,5 +38,10 @@ export const User: ObjectType = {
     HavePassword: f.boolean({ readOnly: true }),
     HavePIN: f.boolean({ readOnly: true }),
     HaveTOTPSecret: f.boolean({ readOnly: true }),
+    MergedInto: f.string({
+      readOnly: true,
+      maxLength: 64,
+      doc: 'Set when this user was merged into another',
+    }),
   },
 };

@@ -7,7 +7,7 @@ const HTTP_DATE = /^[A-Z][a-z]{2}, \d{2} [A-Z][a-z]{2} \d{4} \d{2}:\d{2}:\d{2} G
 /** A valid body for creating each writable type in these tests. */
 const SAMPLE: Record<string, Record<string, unknown>> = {
   AccountChangePlan: { Name: 'p' },
-  AccountChange: { Login: 'x' },
+  AccountChange: { AccountName: 'x' },
   ActivationCode: { Description: 'c', Code: 'abcdef123' },
   APIKey: { Scopes: ['user'] },
   App: { Name: 'app' },

@@ -1,0 +1,252 @@
+// Why ~300 lines: the directory's endpoints (accounts, changes and plans, agents, users' disable
+// and merge) share the role and body helpers; each handler is a few lines over src/directory/.
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { hasAnyScope } from '../auth/permissions.js';
+import type { Principal } from '../auth/principal.js';
+import { ApiError } from '../core/errors.js';
+import { heartbeat } from '../directory/agents.js';
+import {
+  CLAIM_MAX,
+  claimChanges,
+  createChanges,
+  LEASE_DEFAULT_S,
+  LEASE_MAX_S,
+  LEASE_MIN_S,
+  needsApproval,
+  reportChange,
+  transitionChange,
+  transitionPlan,
+} from '../directory/changes.js';
+import { disableUser } from '../directory/disable.js';
+import { mergeUsers } from '../directory/merge.js';
+import { suggestMerges } from '../directory/mergesuggest.js';
+import { openPassword, readyPasswordKey } from '../directory/passwords.js';
+import type { ChangeRole } from '../directory/states.js';
+import { allOf } from '../directory/store.js';
+import { suggestAccountChanges } from '../directory/suggest.js';
+import { nowStamp } from '../groups/lifecycle.js';
+import { Account } from '../objects/account.js';
+import { AccountChangePlan } from '../objects/accountchangeplan.js';
+import { User } from '../objects/user.js';
+import type { Doc } from '../schema/fields.js';
+import type { ServiceContext } from '../store/context.js';
+import { proxyApp } from './backchannel.js';
+import { principalOf } from './objects.js';
+
+type IdParams = { id: string };
+
+/** A JSON object body with only the `allowed` fields, each of the given JS type; {} when absent. */
+function jsonFields(req: FastifyRequest, allowed: Record<string, 'string' | 'number' | 'object'>): Doc {
+  const b = req.body;
+  if (b === undefined || b === null || b === '') return {};
+  if (typeof b !== 'object' || Array.isArray(b))
+    throw new ApiError('InvalidJSON', 'the body must be a JSON object');
+  for (const [k, v] of Object.entries(b)) {
+    const want = allowed[k];
+    if (!want) throw new ApiError('UnknownField', `${k} is not a field of this request`, { field: k });
+    if (v !== null && (typeof v !== want || (want === 'object' && Array.isArray(v))))
+      throw new ApiError('InvalidField', `${k} must be a ${want}`, { field: k });
+  }
+  return b as Doc;
+}
+
+/** admin or sync, for the lifecycle tables; 403 for anything else. */
+function roleOf(p: Principal, allowed: readonly ('admin' | 'sync')[]): ChangeRole {
+  if (p.scopes.has('admin')) return 'admin';
+  if (allowed.includes('sync') && p.scopes.has('sync')) return 'sync';
+  throw new ApiError('Forbidden', `this needs ${allowed.join(' or ')} scope`);
+}
+
+const agentOpen = { config: { auth: 'none' as const } };
+
+/** Accounts, account changes and plans, provisioning agents, and the user operations of #16. */
+export function registerDirectoryRoutes(app: FastifyInstance, ctx: ServiceContext) {
+  const { store } = ctx;
+
+  // ---- plans and changes: the lifecycle tables (src/directory/states.ts) -------------------
+  for (const op of ['approve', 'cancel'] as const) {
+    app.post<{ Params: IdParams }>(`/accountchangeplans/:id/${op}`, async (req) => {
+      const p = principalOf(req);
+      const role = roleOf(p, op === 'approve' ? ['admin'] : ['admin', 'sync']);
+      return transitionPlan(ctx, req.params.id, op, role, p.userId);
+    });
+  }
+  for (const op of ['approve', 'cancel', 'retry'] as const) {
+    app.post<{ Params: IdParams }>(`/accountchanges/:id/${op}`, async (req) => {
+      const p = principalOf(req);
+      const role = roleOf(p, op === 'approve' ? ['admin'] : ['admin', 'sync']);
+      return transitionChange(ctx, req.params.id, op, role, p.userId);
+    });
+  }
+
+  // ---- provisioning agents: the App's proxy token -------------------------------------------
+  app.post('/accountchanges/claim', agentOpen, async (req, reply) => {
+    const target = await proxyApp(req, ctx);
+    const b = jsonFields(req, { Name: 'string', Version: 'string', Max: 'number', LeaseSeconds: 'number' });
+    const max = b.Max === undefined || b.Max === null ? 10 : Number(b.Max);
+    const lease =
+      b.LeaseSeconds === undefined || b.LeaseSeconds === null ? LEASE_DEFAULT_S : Number(b.LeaseSeconds);
+    if (!Number.isInteger(max) || max < 1 || max > CLAIM_MAX)
+      throw new ApiError('InvalidField', `Max must be a whole number from 1 to ${CLAIM_MAX}`, {
+        field: 'Max',
+      });
+    if (!Number.isInteger(lease) || lease < LEASE_MIN_S || lease > LEASE_MAX_S)
+      throw new ApiError('InvalidField', `LeaseSeconds must be from ${LEASE_MIN_S} to ${LEASE_MAX_S}`, {
+        field: 'LeaseSeconds',
+      });
+    const name = String(b.Name ?? '').slice(0, 256) || 'agent';
+    const agentId = await heartbeat(store, target.id, name, String(b.Version ?? '').slice(0, 64), req.ip);
+    const claimed = await claimChanges(ctx, target.id, agentId, max, lease);
+    reply.header('Cache-Control', 'no-store');
+    return { RemoteAgentID: agentId, Changes: claimed };
+  });
+
+  app.post<{ Params: IdParams }>('/accountchanges/:id/result', agentOpen, async (req) => {
+    const target = await proxyApp(req, ctx);
+    const b = jsonFields(req, { Lease: 'string', Result: 'string', Error: 'string' });
+    if (typeof b.Lease !== 'string' || b.Lease === '')
+      throw new ApiError('InvalidField', 'Lease (from the claim) is required', { field: 'Lease' });
+    if (b.Result !== 'applied' && b.Result !== 'failed')
+      throw new ApiError('InvalidField', 'Result must be "applied" or "failed"', { field: 'Result' });
+    return reportChange(ctx, target.id, req.params.id, b.Lease, b.Result, String(b.Error ?? ''));
+  });
+
+  // ---- initial passwords ----------------------------------------------------------------------
+  /** The account, if the caller is its user or an administrator; else 404 (no existence leak). */
+  const ownAccount = async (req: FastifyRequest, id: string) => {
+    const p = principalOf(req);
+    const a = await store.get(Account, id);
+    if (!a || (!p.scopes.has('admin') && (p.userId === '' || a.doc.UserID !== p.userId)))
+      throw new ApiError('NotFound', `Account ${id} does not exist`);
+    return { p, a };
+  };
+
+  app.get<{ Params: IdParams }>('/accounts/:id/password', async (req, reply) => {
+    const { a } = await ownAccount(req, req.params.id);
+    reply.header('Cache-Control', 'no-store');
+    return {
+      AccountID: a.id,
+      HaveInitialPassword: a.doc.HaveInitialPassword === true,
+      PasswordFetchTime: a.doc.PasswordFetchTime,
+      PasswordFetchedBy: a.doc.PasswordFetchedBy,
+    };
+  });
+
+  app.post<{ Params: IdParams }>('/accounts/:id/password', async (req, reply) => {
+    const { p } = await ownAccount(req, req.params.id);
+    let password: string | undefined;
+    await readyPasswordKey(ctx);
+    // One transaction: of two concurrent fetches exactly one gets the password.
+    await store.systemPut(Account, req.params.id, async (doc, secret) => {
+      if (!doc || typeof secret.InitialPassword !== 'string') return doc ? { doc } : null;
+      password = await openPassword(ctx, secret.InitialPassword, req.params.id);
+      const { InitialPassword: _gone, ...rest } = secret;
+      return {
+        doc: {
+          ...doc,
+          HaveInitialPassword: false,
+          PasswordFetchTime: nowStamp(),
+          PasswordFetchedBy: p.userId,
+        },
+        secret: rest,
+      };
+    });
+    if (password === undefined)
+      throw new ApiError(
+        'NotFound',
+        'this account has no initial password (it was fetched already, or never set)',
+      );
+    reply.header('Cache-Control', 'no-store');
+    return { AccountID: req.params.id, Password: password };
+  });
+
+  // ---- users ----------------------------------------------------------------------------------
+  app.post<{ Params: IdParams }>('/users/:id/accounts/suggest', async (req, reply) => {
+    const p = principalOf(req);
+    const b = jsonFields(req, { Plan: 'object' });
+    const self = p.userId !== '' && p.userId === req.params.id;
+    if (!self && !hasAnyScope(p, ['audit', 'sync']))
+      throw new ApiError('NotFound', `User ${req.params.id} does not exist`);
+    const user = await store.get(User, req.params.id);
+    if (!user) throw new ApiError('NotFound', `User ${req.params.id} does not exist`);
+    const changes = await suggestAccountChanges(ctx, user.doc);
+    if (!b.Plan) return { UserID: user.id, Changes: changes };
+    roleOf(p, ['admin', 'sync']);
+    const plan = jsonFieldsOf(b.Plan as Doc, { Name: 'string', Reason: 'string' });
+    if (changes.length === 0) return { UserID: user.id, Changes: changes, PlanID: '' };
+    const { obj } = await store.create(
+      AccountChangePlan,
+      { Name: plan.Name ?? `Accounts of ${user.id}`, Reason: plan.Reason ?? 'suggested' },
+      undefined,
+      { userId: p.userId },
+    );
+    await createChanges(
+      ctx,
+      changes.map(({ Action, UserID, AppID, AccountName, Reason }) => ({
+        Action,
+        UserID,
+        AppID,
+        AccountName,
+        Reason,
+      })),
+      { planId: obj.id, by: p.userId },
+    );
+    // With no approval required the plan is approved as it is made.
+    const approved = (await needsApproval(ctx))
+      ? undefined
+      : await transitionPlan(ctx, obj.id, 'approve', 'system', 'system');
+    reply.code(201).header('Location', `/accountchangeplans/${obj.id}`);
+    return { UserID: user.id, Changes: changes, PlanID: obj.id, PlanState: approved?.State ?? 'proposed' };
+  });
+
+  app.post<{ Params: IdParams }>('/users/:id/disable', async (req, reply) => {
+    const p = principalOf(req);
+    roleOf(p, ['admin', 'sync']);
+    jsonFields(req, { Reason: 'string' });
+    const user = await store.get(User, req.params.id);
+    if (!user) throw new ApiError('NotFound', `User ${req.params.id} does not exist`);
+    if (user.doc.Admin === true && !p.scopes.has('admin'))
+      throw new ApiError('Forbidden', 'only an administrator may disable an administrator');
+    if (p.userId === user.id) throw new ApiError('Conflict', 'you cannot disable yourself');
+    const result = await disableUser(ctx, user.id, p.userId);
+    return reply.code(200).type('application/json').send(JSON.stringify(result));
+  });
+
+  app.post<{ Params: IdParams; Querystring: { from?: string | string[] } }>(
+    '/users/:id/merge',
+    async (req, reply) => {
+      const p = principalOf(req);
+      roleOf(p, ['admin']);
+      const b = jsonFields(req, { From: 'string' });
+      const q = req.query.from;
+      if (Array.isArray(q)) throw new ApiError('BadRequest', 'give from once', { field: 'from' });
+      if (q !== undefined && b.From !== undefined && q !== b.From)
+        throw new ApiError('BadRequest', "?from= and the body's From name different users", {
+          field: 'from',
+        });
+      await mergeUsers(ctx, req.params.id, String(q ?? b.From ?? ''));
+      return reply.code(204).send();
+    },
+  );
+
+  app.get('/users/merge', async (req, reply) => {
+    const p = principalOf(req);
+    if (!hasAnyScope(p, ['audit', 'sync']))
+      throw new ApiError('Forbidden', 'this needs admin, audit or sync scope');
+    const lines = suggestMerges(await allOf(store, User))
+      .map((s) => `${JSON.stringify(s)}\n`)
+      .join('');
+    reply.header('Cache-Control', 'private, max-age=0');
+    return reply.type('application/x-json-lines').send(lines);
+  });
+}
+
+function jsonFieldsOf(b: Doc, allowed: Record<string, 'string'>): Record<string, string | undefined> {
+  for (const [k, v] of Object.entries(b)) {
+    if (!allowed[k])
+      throw new ApiError('UnknownField', `Plan.${k} is not a field of a plan here`, { field: `Plan.${k}` });
+    if (typeof v !== 'string')
+      throw new ApiError('InvalidField', `Plan.${k} must be a string`, { field: `Plan.${k}` });
+  }
+  return b as Record<string, string>;
+}
