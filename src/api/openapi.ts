@@ -4,6 +4,7 @@ import { objectTypes } from '../objects/registry.js';
 import type { Field, FieldMap } from '../schema/fields.js';
 import type { ObjectType } from '../schema/type.js';
 import type { ServiceContext } from '../store/context.js';
+import { DIRECTORY_PATHS } from './directoryopenapi.js';
 import { VOUCH_PATHS, VOUCH_SCHEMAS } from './openapi-vouch.js';
 
 type Json = Record<string, unknown>;
@@ -189,7 +190,7 @@ export function openApiDocument(): Json {
         'Generic object API. Sign-in, events, groups and the proxy back channel are described in docs/.',
     },
     security: [{ bearer: [] }, { accessToken: [] }],
-    paths: Object.assign({}, ...objectTypes.map(pathsOf), VOUCH_PATHS),
+    paths: Object.assign({}, ...objectTypes.map(pathsOf), VOUCH_PATHS, DIRECTORY_PATHS),
     components: {
       securitySchemes: {
         bearer: {
@@ -199,6 +200,11 @@ export function openApiDocument(): Json {
         },
         accessToken: { type: 'apiKey', in: 'query', name: 'access_token' },
         session: { type: 'apiKey', in: 'cookie', name: 'gatehouse_session' },
+        proxyToken: {
+          type: 'http',
+          scheme: 'bearer',
+          description: "An App's proxy token (POST /apps/:id/proxytoken)",
+        },
       },
       schemas: {
         ...Object.fromEntries(
