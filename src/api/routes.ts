@@ -10,6 +10,7 @@ import { registerHealthRoutes } from './health.js';
 import { registerObjectRoutes } from './objects.js';
 import { registerOidcRoutes } from './oidc.js';
 import { registerOpenApiRoutes } from './openapi.js';
+import { registerPrometheusRoutes } from './prometheus.js';
 import { registerUserRoutes } from './users.js';
 
 export type Registrar = (app: FastifyInstance, ctx: ServiceContext) => void | Promise<void>;
@@ -30,4 +31,5 @@ export const registrars: Registrar[] = [
   registerEventRoutes,
   registerOidcRoutes,
   registerDirectoryRoutes,
+  registerPrometheusRoutes,
 ];

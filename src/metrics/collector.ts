@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import { Metric } from '../objects/metric.js';
 import { objectTypes } from '../objects/registry.js';
 import type { ObjectStore } from '../store/objects.js';
+import { collectFigures } from './figures.js';
 
 /** How often object counts are refreshed. */
 export const METRICS_INTERVAL_MS = 60_000;
@@ -47,9 +48,9 @@ export function startMetrics(
 ): () => void {
   let running: Promise<void> = Promise.resolve();
   const run = () => {
-    running = collectObjectCounts(store).catch((err: unknown) =>
-      logger.warn({ err }, 'metrics collection failed'),
-    );
+    running = collectObjectCounts(store)
+      .then(() => collectFigures({ store, db: store.db }))
+      .catch((err: unknown) => logger.warn({ err }, 'metrics collection failed'));
   };
   run();
   const timer = setInterval(run, intervalMs);

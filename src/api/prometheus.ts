@@ -1,0 +1,26 @@
+import type { FastifyInstance } from 'fastify';
+import { hasAnyScope } from '../auth/permissions.js';
+import { ApiError } from '../core/errors.js';
+import { serviceMetrics } from '../metrics/prometheus.js';
+import type { ServiceContext } from '../store/context.js';
+import { principalOf } from './objects.js';
+
+/** The Prometheus path of the service: not /metrics, which is the Metric object collection. */
+export const PROMETHEUS_PATH = '/prometheus';
+
+/**
+ * GET /prometheus: the Prometheus text exposition (docs/directory.md), for an admin or audit key
+ * (Prometheus sends it as `authorization: credentials`). Every answered request is observed.
+ */
+export function registerPrometheusRoutes(app: FastifyInstance, ctx: ServiceContext) {
+  const metrics = serviceMetrics(ctx);
+  app.addHook('onResponse', async (req, reply) => {
+    metrics.observe(req.method, req.routeOptions.url, reply.statusCode, reply.elapsedTime / 1000);
+  });
+  app.get(PROMETHEUS_PATH, async (req, reply) => {
+    if (!hasAnyScope(principalOf(req), ['audit']))
+      throw new ApiError('Forbidden', 'the Prometheus metrics need an admin or audit key');
+    reply.header('Cache-Control', 'no-store');
+    return reply.type(metrics.registry.contentType).send(await metrics.registry.metrics());
+  });
+}
