@@ -3,7 +3,7 @@
  * Layers, bottom first; a file may import its own layer and the layers below it, never above:
  *
  *   core, wire  <  config  <  schema  <  store  <  objects  <  features  <  http  <  service  <  cli
- *   features, bottom first: auth < groups < events, metrics, backchannel, oidc, directory
+ *   features, bottom first: auth < groups < events, metrics, backchannel, oidc, directory, audit
  *   http: web < api
  *
  * The proxy (src/proxy) is a program of its own: it imports core, config and wire only, and only
@@ -25,7 +25,7 @@ const STORE = [...SCHEMA, 'store'];
 const OBJECTS = [...STORE, 'wire', 'objects'];
 const AUTH = [...OBJECTS, 'auth'];
 const GROUPS = [...AUTH, 'groups'];
-const FEATURES = [...GROUPS, 'events', 'metrics', 'backchannel', 'oidc', 'directory'];
+const FEATURES = [...GROUPS, 'events', 'metrics', 'backchannel', 'oidc', 'directory', 'audit'];
 const WEB = [...FEATURES, 'web'];
 const API = [...WEB, 'api'];
 const SERVICE = [...API, 'service'];
@@ -48,8 +48,8 @@ module.exports = {
       'src/auth is the lowest feature: it may not import groups, events, metrics, backchannel, HTTP or above'),
     layer('groups-above-auth-only', '^src/groups/', GROUPS,
       'src/groups may import auth and the layers below features, not events, metrics, backchannel, HTTP or above'),
-    layer('features-below-http', '^src/(events|metrics|backchannel|oidc|directory)/', FEATURES,
-      'features (events, metrics, backchannel, oidc, directory) never import HTTP routes or pages (src/api, src/web), the service or the CLI'),
+    layer('features-below-http', '^src/(events|metrics|backchannel|oidc|directory|audit)/', FEATURES,
+      'features (events, metrics, backchannel, oidc, directory, audit) never import HTTP routes or pages (src/api, src/web), the service or the CLI'),
     layer('web-below-api', '^src/web/', WEB,
       'pages (src/web) may import features and below, not src/api, the service or the CLI'),
     layer('api-below-service', '^src/api/', API,

@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { ServiceContext } from '../store/context.js';
 import { registerWebRoutes } from '../web/routes.js';
+import { registerAuditRoutes } from './audit.js';
 import { registerAuthRoutes } from './auth.js';
 import { registerProxyBackchannel } from './backchannel.js';
 import { registerDirectoryRoutes } from './directory.js';
@@ -32,4 +33,5 @@ export const registrars: Registrar[] = [
   registerOidcRoutes,
   registerDirectoryRoutes,
   registerPrometheusRoutes,
+  registerAuditRoutes,
 ];

@@ -1,3 +1,4 @@
+import { auditKind } from './audit.js';
 import { authKind, otherSessionKind } from './sessions.js';
 import type { SpecialKind } from './special.js';
 
@@ -8,6 +9,7 @@ import type { SpecialKind } from './special.js';
 const specialKinds = new Map<string, SpecialKind>([
   ['Auth', authKind],
   ['OtherSession', otherSessionKind],
+  ['AuditEntry', auditKind],
 ]);
 
 export function registerSpecialKind(kind: string, source: SpecialKind): void {

@@ -229,7 +229,13 @@ export interface ListPage {
 const CHUNK = 1000;
 
 /** Streams a list as JSON lines of ListItem {"ID","Item"} (ObjectStore.list). */
-export async function listObjects(db: Db, type: ObjectType, q: ListQuery): Promise<ListPage> {
+export async function listObjects(
+  db: Db,
+  type: ObjectType,
+  q: ListQuery,
+  /** A table of the objects table's shape (type, id, data; PostgreSQL: doc), e.g. audit_trail. */
+  table: 'objects' | 'audit_trail' = 'objects',
+): Promise<ListPage> {
   const d = db.dialect;
   const keyExprs = q.order.map((k) => fieldExpr(d, k));
   const baseWhere: RawBuilder<unknown>[] = [sql`type = ${type.kind}`];
@@ -250,7 +256,7 @@ export async function listObjects(db: Db, type: ObjectType, q: ListQuery): Promi
     const where = extra ? [...baseWhere, extra] : baseWhere;
     const res = await sql<
       { id: string; data: string } & Record<string, unknown>
-    >`SELECT id, data, ${sql.join(keyCols)} FROM objects WHERE ${sql.join(where, sql` AND `)} ORDER BY ${orderBy(backwards)} LIMIT ${n} OFFSET ${offset}`.execute(
+    >`SELECT id, data, ${sql.join(keyCols)} FROM ${sql.table(table)} WHERE ${sql.join(where, sql` AND `)} ORDER BY ${orderBy(backwards)} LIMIT ${n} OFFSET ${offset}`.execute(
       db.kysely,
     );
     const rows = res.rows;

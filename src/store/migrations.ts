@@ -171,6 +171,30 @@ const migrations = (dialect: Dialect): Record<string, Migration> => ({
         .execute();
     },
   },
+  // The audit trail (src/audit/): its own table, written for every write request, never derived
+  // from (or pruned with) the change log. Rows have the objects table's shape so the list
+  // language (listquery.ts) runs on it unchanged.
+  '0007_audit_trail': {
+    async up(db: Kysely<unknown>) {
+      const pg = dialect === 'postgres';
+      const key = keyText(dialect);
+      await db.schema
+        .createTable('audit_trail')
+        .addColumn('seq', pg ? 'bigserial' : 'integer', (c) =>
+          pg ? c.primaryKey() : c.primaryKey().autoIncrement(),
+        )
+        .addColumn('type', key, (c) => c.notNull())
+        .addColumn('id', key, (c) => c.notNull().unique())
+        .addColumn('data', 'text', (c) => c.notNull())
+        .addColumn('time', 'bigint', (c) => c.notNull())
+        .execute();
+      if (pg)
+        await sql`ALTER TABLE audit_trail ADD COLUMN doc jsonb GENERATED ALWAYS AS (data::jsonb) STORED`.execute(
+          db,
+        );
+      await db.schema.createIndex('audit_trail_time').on('audit_trail').columns(['time']).execute();
+    },
+  },
 });
 
 class StaticProvider implements MigrationProvider {

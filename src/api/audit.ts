@@ -1,0 +1,75 @@
+import { Readable } from 'node:stream';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { AuditEntry, listAudit, recordAudit } from '../audit/trail.js';
+import { hasAnyScope } from '../auth/permissions.js';
+import { ApiError } from '../core/errors.js';
+import { typeByPath } from '../objects/registry.js';
+import type { ServiceContext } from '../store/context.js';
+import { parseListQuery, type RawListQuery } from '../store/listquery.js';
+import { BACKCHANNEL, PROXY_TOKEN_PATTERN } from '../wire/proxy.js';
+import { principalOf } from './objects.js';
+
+const READS = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+/** Write requests that are lookups, not changes: the sign-in state check and the proxy's per-request checks. */
+function audited(method: string, route: string | undefined): boolean {
+  if (READS.has(method)) return false;
+  if (route === '/auth') return false;
+  if (route?.startsWith(`${BACKCHANNEL}/`) && route !== `${BACKCHANNEL}/register`) return false;
+  return true;
+}
+
+/** An App's proxy token that the route accepted (2xx/3xx): the agent or proxy that wrote. */
+function agentApp(req: FastifyRequest, status: number): string {
+  if (status >= 400 || req.principal) return '';
+  const m = /^Bearer\s+(\S+)\s*$/i.exec(String(req.headers.authorization ?? ''));
+  return PROXY_TOKEN_PATTERN.exec(m?.[1] ?? '')?.[1] ?? '';
+}
+
+/**
+ * The audit trail (docs/directory.md): every write request is recorded as it is answered, with who
+ * (user, API key, session, agent), from where and the status; GET /audit lists it for admin and
+ * audit keys with the list options of objects.
+ */
+export function registerAuditRoutes(app: FastifyInstance, ctx: ServiceContext) {
+  // Before the answer leaves (onSend): a client that got its answer finds the entry listed.
+  app.addHook('onSend', async (req, reply, payload) => {
+    const route = req.routeOptions.url;
+    if (!audited(req.method, route)) return payload;
+    const p = req.principal;
+    const agent = agentApp(req, reply.statusCode);
+    const params = (req.params ?? {}) as Record<string, unknown>;
+    const ua = req.headers['user-agent'];
+    try {
+      await recordAudit(ctx.db, {
+        Method: req.method,
+        Route: route ?? '',
+        Path: req.url.split('?')[0]?.slice(0, 2048) ?? '',
+        Kind: typeByPath.get(route?.split('/')[1] ?? '')?.kind ?? '',
+        ObjectID: typeof params.id === 'string' ? params.id.slice(0, 256) : '',
+        Status: reply.statusCode,
+        Via: p ? p.via : agent ? 'agent' : 'none',
+        UserID: p?.userId ?? '',
+        KeyID: p?.keyId ?? '',
+        SessionID: p?.sessionId ?? '',
+        AgentAppID: agent,
+        Address: req.ip,
+        UserAgent: typeof ua === 'string' ? ua.slice(0, 256) : '',
+        RequestID: String(req.id),
+      });
+    } catch (err) {
+      req.log.error({ err }, 'the audit trail could not record a write');
+    }
+    return payload;
+  });
+
+  app.get<{ Querystring: RawListQuery }>('/audit', async (req, reply) => {
+    if (!hasAnyScope(principalOf(req), ['audit']))
+      throw new ApiError('Forbidden', 'the audit trail needs an admin or audit key');
+    const page = await listAudit(ctx.db, parseListQuery(AuditEntry, { ...req.query }));
+    if (page.startCursor !== undefined) reply.header('X-Start-Cursor', page.startCursor);
+    if (page.endCursor !== undefined) reply.header('X-End-Cursor', page.endCursor);
+    reply.header('Cache-Control', 'private, max-age=0');
+    return reply.type('application/x-json-lines').send(Readable.from(page.chunks));
+  });
+}

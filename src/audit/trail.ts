@@ -1,0 +1,97 @@
+import { EventEmitter } from 'node:events';
+import { sql } from 'kysely';
+import { nowStamp } from '../groups/lifecycle.js';
+import { f } from '../schema/fields.js';
+import type { ObjectType } from '../schema/type.js';
+import type { Db } from '../store/db.js';
+import { type ListPage, type ListQuery, listObjects } from '../store/listquery.js';
+import { newId } from '../store/objects.js';
+
+/**
+ * One entry of the audit trail (docs/directory.md, "Audit trail"): who made a write request, by
+ * which credential, from where, and how it was answered. Not an object type of the registry (it is
+ * not in the objects table and cannot be written through the API); declared like one so lists
+ * take the same options (filter, order, limit, cursors) and the event stream the same frames.
+ */
+export const AuditEntry: ObjectType = {
+  kind: 'AuditEntry',
+  path: 'audit',
+  identity: 'generated',
+  ops: ['list'],
+  fields: {
+    ID: f.string({ readOnly: true }),
+    Time: f.timestamp({ doc: 'When the request was answered (whole seconds)' }),
+    TimeMs: f.integer({ doc: 'The same, in milliseconds since 1970, to order entries within a second' }),
+    Method: f.string(),
+    Route: f.string({ doc: 'The route pattern, e.g. /users/:id' }),
+    Path: f.string({ doc: 'The path requested, without the query (which may hold an access_token)' }),
+    Kind: f.string({ doc: 'Object type of the route, when it is one (User, Group, ...)' }),
+    ObjectID: f.string({ doc: 'The :id of the route, when it has one' }),
+    Status: f.integer(),
+    Via: f.enum(['apikey', 'session', 'agent', 'none'], { doc: 'How the caller proved who it is' }),
+    UserID: f.string({ doc: 'The user acted for (empty: none)' }),
+    KeyID: f.string({ doc: 'The API key, when one was used' }),
+    SessionID: f.string({ doc: 'The session, when one was used' }),
+    AgentAppID: f.string({
+      doc: "An agent's or proxy's App (its proxy token), when one was used and accepted",
+    }),
+    Address: f.string({ doc: 'Client address as the service determined it (server.trustproxy)' }),
+    UserAgent: f.string(),
+    RequestID: f.string({ doc: 'X-Request-Id of the response: the service log lines of the request' }),
+  },
+};
+
+export type AuditRecord = Record<string, string | number>;
+
+/** Emits 'recorded' after each entry this process appends (the event stream wakes at once). */
+export const auditEvents = new EventEmitter();
+auditEvents.setMaxListeners(0);
+
+/** Appends one entry; returns its ID. */
+export async function recordAudit(
+  db: Db,
+  entry: Omit<AuditRecord, 'ID' | 'Time' | 'TimeMs'>,
+  now = Date.now(),
+) {
+  const id = newId();
+  const doc: AuditRecord = { ID: id, Time: nowStamp(now), TimeMs: now };
+  for (const [k, field] of Object.entries(AuditEntry.fields)) {
+    if (k in doc) continue;
+    const v = entry[k];
+    doc[k] =
+      v === undefined
+        ? field.kind === 'object' || field.kind === 'strings'
+          ? ''
+          : (field.default as string | number)
+        : v;
+  }
+  await sql`INSERT INTO audit_trail (type, id, data, time) VALUES (${AuditEntry.kind}, ${id}, ${JSON.stringify(doc)}, ${now})`.execute(
+    db.kysely,
+  );
+  auditEvents.emit('recorded');
+  return id;
+}
+
+export const listAudit = (db: Db, q: ListQuery): Promise<ListPage> =>
+  listObjects(db, AuditEntry, q, 'audit_trail');
+
+/** Entries after sequence number `seq`, oldest first (for the event stream); and the newest seq. */
+export async function auditAfter(
+  db: Db,
+  seq: number,
+  limit = 1000,
+): Promise<{ seq: number; id: string; data: string }[]> {
+  const r = await sql<{
+    seq: number | string;
+    id: string;
+    data: string;
+  }>`SELECT seq, id, data FROM audit_trail WHERE seq > ${seq} ORDER BY seq LIMIT ${limit}`.execute(db.kysely);
+  return r.rows.map((x) => ({ ...x, seq: Number(x.seq) }));
+}
+
+export async function lastAuditSeq(db: Db): Promise<number> {
+  const r = await sql<{ seq: number | string | null }>`SELECT max(seq) AS seq FROM audit_trail`.execute(
+    db.kysely,
+  );
+  return Number(r.rows[0]?.seq ?? 0);
+}
