@@ -2,10 +2,12 @@ import fc from 'fast-check';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { loadServiceConfig } from '../../src/config/index.js';
+import { HEARTBEAT_MS, heartbeat, markStaleAgents, STALE_AFTER_MS } from '../../src/directory/agents.js';
 import { claimChanges, createChanges, reportChange } from '../../src/directory/changes.js';
 import { Account } from '../../src/objects/account.js';
 import { AccountChange } from '../../src/objects/accountchange.js';
 import { App } from '../../src/objects/app.js';
+import { RemoteAgent } from '../../src/objects/remoteagent.js';
 import { User } from '../../src/objects/user.js';
 import type { ServiceContext } from '../../src/store/context.js';
 import { openDb } from '../../src/store/db.js';
@@ -129,5 +131,17 @@ describe.each(backends())('claiming account changes on %s', (backend) => {
     );
     expect(failed).toMatchObject({ State: 'failed', Error: 'useradd: exit 9' });
     expect(await claimChanges(a, appId, 'x', 1, 60)).toEqual([]);
+  });
+
+  it('shows an agent that stopped reporting as stale, and ok again when it reports', async () => {
+    const { appId } = await setup(0);
+    const id = await heartbeat(a.store, appId, 'quiet', '1.0', '10.0.0.9');
+    const health = async () => (await a.store.get(RemoteAgent, id))?.doc.Health;
+    await markStaleAgents(a.store, Date.now() + 2 * HEARTBEAT_MS);
+    expect(await health()).toBe('ok');
+    await markStaleAgents(a.store, Date.now() + STALE_AFTER_MS + 2000);
+    expect(await health()).toBe('stale');
+    await heartbeat(a.store, appId, 'quiet', '1.1', '10.0.0.9');
+    expect(await health()).toBe('ok');
   });
 });
