@@ -94,6 +94,18 @@ export const proxySection = {
     description:
       'PEM ECDSA P-256 private key (or a file holding it) signing session cookies; generated at start-up when unset',
   }),
+  metrics: str({
+    key: 'proxy.metrics',
+    restart: true,
+    env: 'SVC_PROXY_METRICS',
+    flag: 'metrics',
+    default: '',
+    description:
+      'Address and port of a plaintext listener serving Prometheus metrics at /metrics (e.g. 127.0.0.1:9464); empty: none',
+    validate(v) {
+      if (v !== '') listen({ key: '', env: '', default: '', description: '' }).parse(v);
+    },
+  }),
   cookiedomain: str({
     key: 'proxy.cookiedomain',
     env: 'SVC_PROXY_COOKIEDOMAIN',

@@ -9,6 +9,7 @@ import { parseListen } from '../config/setting.js';
 import { type AuthBackend, BackendError, HttpAuthBackend } from './backend.js';
 import { loadCookieKey } from './cookie.js';
 import { defaultMode, type Learned, learnFrom } from './hosts.js';
+import { startProxyMetrics } from './metrics.js';
 import { AccessProxy } from './server.js';
 import { TlsManager } from './tls.js';
 
@@ -27,6 +28,8 @@ export interface RunningProxy {
   url: string;
   port: number;
   redirectPort: number | undefined;
+  /** The Prometheus listener's port (proxy.metrics), when there is one. */
+  metricsPort: number | undefined;
   tls: TlsManager | undefined;
   /** Re-reads the settings (SIGHUP): all or nothing; returns the error when the new ones are bad. */
   reload(): Error | undefined;
@@ -89,9 +92,12 @@ export async function startProxy(config: ProxyConfig, opts: StartProxyOptions): 
     headersTimeout: headersTimeoutMs,
     connectionsCheckingInterval: Math.max(100, Math.min(5_000, Math.floor(headersTimeoutMs / 4))),
   };
+  const m = config.proxy.metrics ? parseListen(config.proxy.metrics) : undefined;
+  const metrics = m ? await startProxyMetrics(m.host, m.port) : undefined;
+  const handler = metrics ? metrics.wrap(proxy.handler) : proxy.handler;
   const server = tlsManager
-    ? https.createServer({ ...tlsManager.serverOptions(), ...timing }, proxy.handler)
-    : http.createServer(timing, proxy.handler);
+    ? https.createServer({ ...tlsManager.serverOptions(), ...timing }, handler)
+    : http.createServer(timing, handler);
   server.keepAliveTimeout = 65_000;
   // Not the whole request: long uploads are fine as long as the body keeps coming (the upstream
   // pool's body idle timeout); the head must come within headersTimeout.
@@ -192,6 +198,7 @@ export async function startProxy(config: ProxyConfig, opts: StartProxyOptions): 
     url,
     port,
     redirectPort: redirect ? (redirect.address() as AddressInfo).port : undefined,
+    metricsPort: metrics?.port,
     tls: tlsManager,
     reload() {
       if (!opts.sources) return new Error('no settings sources to reload from');
@@ -238,7 +245,7 @@ export async function startProxy(config: ProxyConfig, opts: StartProxyOptions): 
       if (heartbeat) clearInterval(heartbeat);
       if (retry) clearTimeout(retry);
       server.closeIdleConnections?.();
-      await Promise.all([close(server), redirect ? close(redirect) : undefined]);
+      await Promise.all([close(server), redirect ? close(redirect) : undefined, metrics?.close()]);
       await proxy.close();
       if (!opts.backend) await backend.close();
       tlsManager?.close();

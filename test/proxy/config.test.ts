@@ -25,6 +25,7 @@ describe('proxy settings', () => {
         'proxy.cert',
         'proxy.key',
         'proxy.cookiekey',
+        'proxy.metrics',
         'auth.token',
         'auth.server',
         'redirect.listen',
@@ -48,6 +49,7 @@ describe('proxy settings', () => {
       upstream: 'http://localhost:8000',
       privateaddress: '',
       cookiekey: '',
+      metrics: '',
       cookiedomain: '',
     });
     expect(c.auth.token).toBe('');
