@@ -1,10 +1,11 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { KEY_CACHE_MS } from '../../src/proxy/credentials.js';
 import { backends } from '../helpers.js';
 import { startWorld, type World } from '../proxy/harness.js';
 import { parseExposition, sum } from './promparse.js';
 
 /** #16 item 5, the proxy's side: proxy.metrics serves Prometheus metrics on a listener of its own. */
-describe.each(backends())('proxy Prometheus metrics on %s', (backend) => {
+describe.each(backends())('the proxy: Prometheus metrics and disabled users on %s', (backend) => {
   let w: World;
   beforeAll(async () => {
     w = await startWorld(backend);
@@ -60,5 +61,32 @@ describe.each(backends())('proxy Prometheus metrics on %s', (backend) => {
     const p = await w.proxy();
     expect(p.metricsPort).toBeUndefined();
     await p.close();
+  });
+
+  it("stops a disabled user's API key at the proxy within its documented key cache time", async () => {
+    const p = await w.proxy();
+    const u = await w.s.req({
+      method: 'POST',
+      url: '/users',
+      payload: { Email: `gone-${Date.now()}@example.com` },
+    });
+    const id = u.headers['x-id'] as string;
+    const key = await w.s.keyFor(['user'], id);
+    const get = () =>
+      fetch(`${p.url}/x`, { headers: { authorization: `Bearer ${key}`, accept: 'application/json' } });
+    const first = await get();
+    await first.arrayBuffer();
+    expect(first.status).toBe(200);
+    expect((await w.s.req({ method: 'POST', url: `/users/${id}/disable` })).statusCode).toBe(200);
+    // Within KEY_CACHE_MS the proxy may still answer from its cache; past it, never.
+    const spy = vi.spyOn(Date, 'now').mockReturnValue(Date.now() + KEY_CACHE_MS + 1);
+    try {
+      const after = await get();
+      await after.arrayBuffer();
+      expect([401, 403]).toContain(after.status);
+    } finally {
+      spy.mockRestore();
+      await p.close();
+    }
   });
 });

@@ -13,7 +13,7 @@ import { openDb } from '../../src/store/db.js';
 import { migrate } from '../../src/store/migrations.js';
 import { ObjectStore } from '../../src/store/objects.js';
 import { backends, freshLocation, jsonLines, startTestService, type TestService } from '../helpers.js';
-import { account, secretOf } from '../kit/index.js';
+import { account, secretOf, signIn } from '../kit/index.js';
 import { addMember, claim, report, world } from './fixture.js';
 
 /** #16 item 4: disable and merge, and the merge suggestions. */
@@ -148,6 +148,15 @@ describe.each(backends())('disable and merge on %s', (backend) => {
     expect(first.json()).toMatchObject({ UserID: id, Disabled: true, APIKeysRevoked: [expect.any(String)] });
     const again = await s.req({ method: 'POST', url: `/users/${id}/disable` });
     expect(again.json()).toMatchObject({ Accounts: [], APIKeysRevoked: [], SessionsRevoked: 0 });
+  });
+
+  it("ends the user's sessions at once", async () => {
+    const a = await account(s, { tag: 'sess' });
+    const b = await signIn(s, a, { password: true });
+    expect((await b.req({ url: '/users/me' })).statusCode).toBe(200);
+    const r = await s.req({ method: 'POST', url: `/users/${a.id}/disable` });
+    expect(r.json().SessionsRevoked).toBe(1);
+    expect((await b.req({ url: '/users/me' })).statusCode).toBe(401);
   });
 
   it("refuses the user's key at the proxy back channel at once", async () => {
