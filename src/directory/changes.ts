@@ -151,9 +151,13 @@ export async function claimChanges(
     for (const c of await allOf(ctx.store, AccountChange, [eq('AppID', appId), eq('State', 'planned')]))
       await transitionChange(ctx, String(c.ID), 'approve', 'system', 'system').catch(() => undefined);
   }
+  // Oldest approval first; a change whose account has another change in progress is skipped (the
+  // Applying key of AccountChange makes that check part of the claim's transaction).
   const candidates = [
-    ...(await allOf(ctx.store, AccountChange, [eq('AppID', appId), eq('State', 'approved')])),
     ...(await allOf(ctx.store, AccountChange, [eq('AppID', appId), eq('State', 'in_progress')])),
+    ...(await allOf(ctx.store, AccountChange, [eq('AppID', appId), eq('State', 'approved')])).sort((x, y) =>
+      String(x.ApprovedTime).localeCompare(String(y.ApprovedTime)),
+    ),
   ];
   const claimed: ClaimedChange[] = [];
   if (candidates.length > 0) await readyPasswordKey(ctx);
@@ -163,36 +167,42 @@ export async function claimChanges(
     const name = await accountNameFor(ctx, c, app);
     const lease = randomBytes(32).toString('base64url');
     let password: string | undefined;
-    const stored = await ctx.store.systemPut(AccountChange, id, async (doc, secret) => {
-      if (!doc) return null;
-      const now = Date.now();
-      let op: ChangeOp;
-      if (doc.State === 'approved') op = 'claim';
-      else if (doc.State === 'in_progress' && timestampMs(String(doc.LeaseUntil)) <= now) op = 'reclaim';
-      else return { doc }; // someone else's now: left alone
-      changeTarget(op, String(doc.State), 'agent');
-      const next: Doc = {
-        ...doc,
-        State: 'in_progress',
-        AccountName: doc.AccountName || name,
-        AgentID: agentId,
-        LeaseUntil: nowStamp(now + leaseS * 1000),
-        Attempts: Number(doc.Attempts ?? 0) + 1,
-        Error: '',
-      };
-      const nextSecret: Doc = { ...secret, LeaseHash: sha256(lease) };
-      const wantsPassword = (app.Accounts as Doc | undefined)?.InitialPassword === true;
-      if (doc.Action === 'create' && wantsPassword) {
-        // The same password on every attempt: an agent that crashed may have set it already.
-        if (typeof secret.InitialPassword === 'string')
-          password = await openPassword(ctx, secret.InitialPassword, id);
-        else {
-          password = generatePassword();
-          nextSecret.InitialPassword = await sealPassword(ctx, password, id);
+    const stored = await ctx.store
+      .systemPut(AccountChange, id, async (doc, secret) => {
+        if (!doc) return null;
+        const now = Date.now();
+        let op: ChangeOp;
+        if (doc.State === 'approved') op = 'claim';
+        else if (doc.State === 'in_progress' && timestampMs(String(doc.LeaseUntil)) <= now) op = 'reclaim';
+        else return { doc }; // someone else's now: left alone
+        changeTarget(op, String(doc.State), 'agent');
+        const next: Doc = {
+          ...doc,
+          State: 'in_progress',
+          AccountName: doc.AccountName || name,
+          AgentID: agentId,
+          LeaseUntil: nowStamp(now + leaseS * 1000),
+          Attempts: Number(doc.Attempts ?? 0) + 1,
+          Error: '',
+        };
+        const nextSecret: Doc = { ...secret, LeaseHash: sha256(lease) };
+        const wantsPassword = (app.Accounts as Doc | undefined)?.InitialPassword === true;
+        if (doc.Action === 'create' && wantsPassword) {
+          // The same password on every attempt: an agent that crashed may have set it already.
+          if (typeof secret.InitialPassword === 'string')
+            password = await openPassword(ctx, secret.InitialPassword, id);
+          else {
+            password = generatePassword();
+            nextSecret.InitialPassword = await sealPassword(ctx, password, id);
+          }
         }
-      }
-      return { doc: next, secret: nextSecret };
-    });
+        return { doc: next, secret: nextSecret };
+      })
+      .catch((e: unknown) => {
+        // Another change of the same account is in progress: this one waits for a later claim.
+        if (e instanceof ApiError && e.status === 409) return undefined;
+        throw e;
+      });
     const doc = stored?.doc;
     if (!doc || doc.AgentID !== agentId || (await leaseHash(ctx, id)) !== sha256(lease)) continue;
     claimed.push({

@@ -56,6 +56,12 @@ export const AccountChange: ObjectType = {
     Error: f.string({ maxLength: 2048, readOnly: true, doc: 'Why the agent failed' }),
     DoneTime: f.timestamp({ readOnly: true, doc: 'When it was applied, failed or cancelled' }),
   },
+  // One change at a time per account: a second claim for the same account fails inside the claim's
+  // transaction (the key is taken), so agents never apply two changes of one account at once.
+  lookupKeys: (doc): Record<string, string> =>
+    doc.State === 'in_progress' && typeof doc.AccountID === 'string' && doc.AccountID !== ''
+      ? { Applying: doc.AccountID }
+      : {},
   prepare(ctx) {
     if (ctx.isCreate) {
       ctx.doc.CreatedBy = ctx.actor?.userId ?? '';

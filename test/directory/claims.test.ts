@@ -144,4 +144,32 @@ describe.each(backends())('claiming account changes on %s', (backend) => {
     await heartbeat(a.store, appId, 'quiet', '1.1', '10.0.0.9');
     expect(await health()).toBe('ok');
   });
+
+  it('hands out one change of an account at a time, even to concurrent claims', async () => {
+    const { obj: app } = await a.store.create(App, { Name: `app-${Math.random()}` });
+    const { obj: user } = await a.store.create(User, {
+      UserName: `u${Math.random().toString(36).slice(2, 10)}`,
+    });
+    const docs = await createChanges(
+      a,
+      [
+        { UserID: user.id, AppID: app.id, Action: 'create' },
+        { UserID: user.id, AppID: app.id, Action: 'modify', AccountName: 'renamed' },
+      ],
+      { by: 'system', approved: true },
+    );
+    const batches = await Promise.all([
+      claimChanges(a, app.id, 'one', 5, 300),
+      claimChanges(backend === 'sqlite' ? a : b, app.id, 'two', 5, 300),
+    ]);
+    const held = batches.flat();
+    expect(held).toHaveLength(1);
+    const first = held[0] as (typeof held)[number];
+    expect(await claimChanges(a, app.id, 'three', 5, 300)).toEqual([]);
+    await reportChange(a, app.id, String(first.Change.ID), first.Lease, 'applied', '');
+    const next = await claimChanges(a, app.id, 'three', 5, 300);
+    expect(next.map((c) => c.Change.ID)).toEqual(
+      docs.map((d) => d.ID).filter((id) => id !== first.Change.ID),
+    );
+  });
 });
