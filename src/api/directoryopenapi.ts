@@ -166,4 +166,33 @@ export const DIRECTORY_PATHS: Record<string, Json> = {
       },
     },
   },
+  '/audit': {
+    get: {
+      tags: ['AuditEntry'],
+      summary: 'The audit trail (admin, audit), with the list options of objects',
+      parameters: ['limit', 'offset', 'start', 'end', 'order', 'filter'].map((name) => ({
+        name,
+        in: 'query',
+        schema: name === 'order' || name === 'filter' ? { type: 'array', items: str } : str,
+      })),
+      responses: {
+        200: {
+          description: 'One ListItem of AuditEntry per line',
+          content: { 'application/x-json-lines': { schema: { $ref: '#/components/schemas/ListItem' } } },
+        },
+        400: err('Bad list parameter'),
+        403: err('Not admin or audit'),
+      },
+    },
+  },
+  '/prometheus': {
+    get: {
+      tags: ['Metric'],
+      summary: 'Prometheus text exposition (admin, audit); not the Metric collection',
+      responses: {
+        200: { description: 'text/plain; version=0.0.4', content: { 'text/plain': { schema: str } } },
+        403: err('Not admin or audit'),
+      },
+    },
+  },
 };

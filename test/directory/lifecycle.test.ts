@@ -12,6 +12,38 @@ describe.each(backends())('account lifecycle on %s', (backend) => {
 
   it('walks a user from membership to an applied account, its password, and disable', async () => {
     const w = await world(s);
+    // Another user's suggestions are not theirs to see; a user sees their own; nobody plans with a user key.
+    const stranger = await s.req({ method: 'POST', url: '/users', payload: {} });
+    const strangerKey = await s.keyFor(['user'], stranger.headers['x-id'] as string);
+    expect(
+      (await s.req({ method: 'POST', url: `/users/${w.userId}/accounts/suggest`, key: strangerKey }))
+        .statusCode,
+    ).toBe(404);
+    const ownKey = await s.keyFor(['user'], w.userId);
+    expect(
+      (await s.req({ method: 'POST', url: `/users/${w.userId}/accounts/suggest`, key: ownKey, payload: {} }))
+        .statusCode,
+    ).toBe(200);
+    const ownPlan = await s.req({
+      method: 'POST',
+      url: `/users/${w.userId}/accounts/suggest`,
+      key: ownKey,
+      payload: { Plan: {} },
+    });
+    expect(ownPlan.statusCode).toBe(403);
+    expect(
+      (
+        await s.req({
+          method: 'POST',
+          url: `/users/${w.userId}/accounts/suggest`,
+          payload: { Plan: { Bogus: 1 } },
+        })
+      ).statusCode,
+    ).toBe(400);
+    expect(
+      (await s.req({ method: 'POST', url: `/users/${w.userId}/accounts/suggest`, payload: { Other: 1 } }))
+        .statusCode,
+    ).toBe(400);
     // Not a member yet: nothing to suggest.
     const none = await s.req({ method: 'POST', url: `/users/${w.userId}/accounts/suggest`, payload: {} });
     expect(none.statusCode).toBe(200);
