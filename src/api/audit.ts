@@ -14,6 +14,8 @@ const READS = new Set(['GET', 'HEAD', 'OPTIONS']);
 /** Write requests that are lookups, not changes: the sign-in state check and the proxy's per-request checks. */
 function audited(method: string, route: string | undefined): boolean {
   if (READS.has(method)) return false;
+  // No route: nothing was written (an unknown path answers 404 before any credential is read).
+  if (route === undefined) return false;
   if (route === '/auth') return false;
   if (route?.startsWith(`${BACKCHANNEL}/`) && route !== `${BACKCHANNEL}/register`) return false;
   return true;
