@@ -202,13 +202,13 @@ export function registerDirectoryRoutes(app: FastifyInstance, ctx: ServiceContex
   app.post<{ Params: IdParams }>('/users/:id/disable', async (req, reply) => {
     const p = principalOf(req);
     roleOf(p, ['admin', 'sync']);
-    jsonFields(req, { Reason: 'string' });
+    const { Reason } = jsonFields(req, { Reason: 'string' });
     const user = await store.get(User, req.params.id);
     if (!user) throw new ApiError('NotFound', `User ${req.params.id} does not exist`);
     if (user.doc.Admin === true && !p.scopes.has('admin'))
       throw new ApiError('Forbidden', 'only an administrator may disable an administrator');
     if (p.userId === user.id) throw new ApiError('Conflict', 'you cannot disable yourself');
-    const result = await disableUser(ctx, user.id, p.userId);
+    const result = await disableUser(ctx, user.id, p.userId, typeof Reason === 'string' ? Reason : '');
     return reply.code(200).type('application/json').send(JSON.stringify(result));
   });
 

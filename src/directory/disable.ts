@@ -39,6 +39,7 @@ export async function disableUser(
   ctx: ServiceContext,
   userId: string,
   by: string,
+  reason = '',
 ): Promise<DisableUserResult> {
   const user = await ctx.store.systemPut(User, userId, (doc) => {
     if (!doc) throw new ApiError('NotFound', `User ${userId} does not exist`);
@@ -76,7 +77,7 @@ export async function disableUser(
           AppID: String(a.AppID),
           Action: action,
           AccountName: String(a.Name),
-          Reason: 'the user was disabled',
+          Reason: reason ? `the user was disabled: ${reason}`.slice(0, 1024) : 'the user was disabled',
         },
       ],
       { by, approved: true },

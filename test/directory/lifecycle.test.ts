@@ -154,7 +154,11 @@ describe.each(backends())('account lifecycle on %s', (backend) => {
     expect(s.logs.join('\n')).not.toContain(c.InitialPassword);
 
     // Disable: keys dead at once, the account reported and a disable change ready for the agent.
-    const dis = await s.req({ method: 'POST', url: `/users/${w.userId}/disable` });
+    const dis = await s.req({
+      method: 'POST',
+      url: `/users/${w.userId}/disable`,
+      payload: { Reason: 'left the company' },
+    });
     expect(dis.statusCode).toBe(200);
     expect(dis.headers['content-type']).toMatch(/^application\/json/);
     const result = dis.json();
@@ -165,6 +169,7 @@ describe.each(backends())('account lifecycle on %s', (backend) => {
     expect(off.Changes.map((x) => x.Change.Action)).toEqual(['disable']);
     const offChange = off.Changes[0] as (typeof off.Changes)[number];
     expect(offChange.InitialPassword).toBeUndefined();
+    expect(offChange.Change.Reason).toBe('the user was disabled: left the company');
     expect(
       (await report(s, w.token, String(offChange.Change.ID), { Lease: offChange.Lease, Result: 'applied' }))
         .statusCode,
