@@ -9,6 +9,7 @@ import { registerHealthRoutes } from './health.js';
 import { registerObjectRoutes } from './objects.js';
 import { registerOidcRoutes } from './oidc.js';
 import { registerOpenApiRoutes } from './openapi.js';
+import { registerScriptRoutes } from './scripts.js';
 import { registerUserRoutes } from './users.js';
 
 export type Registrar = (app: FastifyInstance, ctx: ServiceContext) => void | Promise<void>;
@@ -28,4 +29,5 @@ export const registrars: Registrar[] = [
   registerProxyBackchannel,
   registerEventRoutes,
   registerOidcRoutes,
+  registerScriptRoutes,
 ];

@@ -1,5 +1,6 @@
 import { checkOrigin, checkUrl, f } from '../schema/fields.js';
 import type { ObjectType } from '../schema/type.js';
+import { SCRIPT_TENANT_FIELDS, SCRIPT_TENANT_RULES } from './scriptlimits.js';
 
 export const TENANT_ID = 'tenant';
 
@@ -15,6 +16,7 @@ export const Tenant: ObjectType = {
     IntegrityWrite: 'admin',
     IntegrityCredentials: 'admin',
     IntegrityAdmin: 'admin',
+    ...SCRIPT_TENANT_RULES,
   },
   fields: {
     Name: f.string({ maxLength: 256, default: 'Gatehouse' }),
@@ -43,5 +45,6 @@ export const Tenant: ObjectType = {
       doc: 'Level a session needs to change its own credentials',
     }),
     IntegrityAdmin: f.integer({ min: 1, max: 4, default: 3, doc: 'Level an administrator session needs' }),
+    ...SCRIPT_TENANT_FIELDS,
   },
 };

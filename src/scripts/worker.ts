@@ -1,0 +1,238 @@
+import type { QuickJSContext, QuickJSHandle, QuickJSRuntime, QuickJSWASMModule } from 'quickjs-emscripten';
+
+/*
+ * The code of a sandbox worker thread. `sandboxWorker` is sent to the worker as source text
+ * (Function.prototype.toString, see pool.ts), so it must be self-contained: no imports (only
+ * types), no module-level names; it loads quickjs-emscripten with `require` from the path the
+ * pool resolved. The same text runs whether the service runs from dist (tsc) or from src (Vitest).
+ *
+ * Per run: the runtime of the worker (reused while healthy, and recreated after a memory or
+ * stack limit was hit) gets the job's limits, then a fresh context runs the prelude, the script,
+ * and the script's `hook(input)`. The context is disposed after the run, so nothing a script
+ * does (globals, polluted prototypes) survives into the next run.
+ */
+
+/** What the pool sends for one run. */
+export interface SandboxJob {
+  id: number;
+  source: string;
+  /** JSON text of the hook's input. */
+  input: string;
+  /** JSON text of what the host API gives: {user, groups, tenant}. */
+  data: string;
+  timeMs: number;
+  memoryBytes: number;
+  stackBytes: number;
+  outputBytes: number;
+  /** Report a syntax error as compile failure (POST /scripts/test). */
+  checkCompile: boolean;
+  /** Call hook(input) after evaluating the script (false: only load it). */
+  callHook: boolean;
+}
+
+/** What the worker answers. `result` is JSON text made inside the sandbox; the host only parses it. */
+export interface SandboxResult {
+  id: number;
+  result: string | undefined;
+  console: string[];
+  error: string;
+  compileError: boolean;
+  limits: string[];
+  durationMs: number;
+}
+
+export function sandboxWorker(): void {
+  const threads = require('node:worker_threads') as typeof import('node:worker_threads');
+  const port = threads.parentPort;
+  const qjsPath = (threads.workerData as { quickjs: string }).quickjs;
+  const qjs = require(qjsPath) as typeof import('quickjs-emscripten');
+
+  // The prelude runs before the script, in the fresh context: it keeps its own references to
+  // JSON and the host's log function, builds `console` and `gatehouse`, and returns the function
+  // the host calls. The script can replace any global afterwards; the host holds the handle.
+  const PRELUDE = `(function (hostLog, dataText) {
+    'use strict';
+    const parse = JSON.parse, stringify = JSON.stringify, freeze = Object.freeze;
+    const fmt = (args) => Array.prototype.map.call(args, (a) => {
+      if (typeof a === 'string') return a;
+      try { const s = stringify(a); return s === undefined ? String(a) : s; } catch (e) { return String(a); }
+    }).join(' ');
+    const line = (level) => function () { hostLog(level, fmt(arguments)); };
+    globalThis.console = freeze({ log: line('info'), info: line('info'), warn: line('warn'), error: line('error'), debug: line('info') });
+    globalThis.gatehouse = freeze({
+      log: line('info'),
+      user: () => parse(dataText).user,
+      groups: () => parse(dataText).groups,
+      tenant: () => parse(dataText).tenant,
+    });
+    return function (inputText) {
+      if (typeof globalThis.hook !== 'function') throw new TypeError('the script defines no function hook(input)');
+      const out = globalThis.hook(parse(inputText));
+      if (out !== null && typeof out === 'object' && typeof out.then === 'function')
+        throw new TypeError('hook(input) must return a value, not a promise');
+      return out === undefined ? undefined : stringify(out);
+    };
+  })`;
+
+  let mod: QuickJSWASMModule | undefined;
+  let rt: QuickJSRuntime | undefined;
+
+  const errorText = (vm: QuickJSContext, h: QuickJSHandle): { text: string; name: string } => {
+    const e = vm.dump(h) as unknown;
+    if (e && typeof e === 'object') {
+      const o = e as { name?: unknown; message?: unknown };
+      const name = typeof o.name === 'string' ? o.name : 'Error';
+      return { name, text: `${name}: ${typeof o.message === 'string' ? o.message : ''}` };
+    }
+    return { name: 'Error', text: `uncaught ${String(e)}` };
+  };
+
+  const run = (job: SandboxJob): SandboxResult => {
+    const t0 = performance.now();
+    const out: SandboxResult = {
+      id: job.id,
+      result: undefined,
+      console: [],
+      error: '',
+      compileError: false,
+      limits: [],
+      durationMs: 0,
+    };
+    if (!mod) throw new Error('sandbox not ready');
+    if (!rt) rt = mod.newRuntime();
+    const runtime = rt;
+    runtime.setMemoryLimit(job.memoryBytes);
+    runtime.setMaxStackSize(job.stackBytes);
+    const deadline = Date.now() + job.timeMs;
+    let timedOut = false;
+    runtime.setInterruptHandler(() => {
+      if (Date.now() > deadline) timedOut = true;
+      return timedOut;
+    });
+    let outputUsed = 0;
+    let outputHit = false;
+    const vm = runtime.newContext();
+    const handles: QuickJSHandle[] = [];
+    const keep = (h: QuickJSHandle) => {
+      handles.push(h);
+      return h;
+    };
+    const limitFor = (name: string, text: string) => {
+      if (timedOut || text.endsWith('interrupted')) return 'time';
+      if (outputHit) return 'output';
+      if (text.includes('stack overflow')) return 'stack';
+      if (text.includes('out of memory') || name === 'null') return 'memory';
+      return '';
+    };
+    const fail = (h: QuickJSHandle) => {
+      const { name, text } = errorText(vm, h);
+      h.dispose();
+      const limit = limitFor(name, text);
+      if (limit) {
+        out.limits.push(limit);
+        out.error = `${limit} limit exceeded`;
+      } else out.error = text.slice(0, 2048);
+      return name;
+    };
+    try {
+      const log = keep(
+        vm.newFunction('log', (levelH, textH) => {
+          const level = vm.getString(levelH);
+          const text = vm.getString(textH);
+          const lineText = `${level}: ${text}`;
+          outputUsed += lineText.length + 1;
+          if (outputUsed > job.outputBytes) {
+            outputHit = true;
+            throw new Error('output limit exceeded');
+          }
+          out.console.push(lineText);
+        }),
+      );
+      const prelude = vm.evalCode(PRELUDE, 'prelude.js');
+      if (prelude.error) {
+        fail(prelude.error);
+        return out;
+      }
+      const preludeFn = keep(prelude.value);
+      const dataH = keep(vm.newString(job.data));
+      const made = vm.callFunction(preludeFn, vm.undefined, log, dataH);
+      if (made.error) {
+        fail(made.error);
+        return out;
+      }
+      const invoke = keep(made.value);
+      if (job.checkCompile) {
+        const compiled = vm.evalCode(job.source, 'script.js', { compileOnly: true });
+        if (compiled.error) {
+          const name = fail(compiled.error);
+          out.compileError = name === 'SyntaxError' && out.limits.length === 0;
+          return out;
+        }
+        compiled.value.dispose();
+      }
+      const evaluated = vm.evalCode(job.source, 'script.js', { type: 'global' });
+      if (evaluated.error) {
+        fail(evaluated.error);
+        return out;
+      }
+      evaluated.value.dispose();
+      if (!job.callHook) return out;
+      const inputH = keep(vm.newString(job.input));
+      const called = vm.callFunction(invoke, vm.undefined, inputH);
+      if (called.error) {
+        fail(called.error);
+        return out;
+      }
+      const r = called.value;
+      const type = vm.typeof(r);
+      if (type === 'string') {
+        const text = vm.getString(r);
+        if (text.length + outputUsed > job.outputBytes) {
+          out.limits.push('output');
+          out.error = 'output limit exceeded';
+        } else out.result = text;
+      } else if (type !== 'undefined') out.error = 'the result cannot be represented as JSON';
+      r.dispose();
+      return out;
+    } finally {
+      for (const h of handles) if (h.alive) h.dispose();
+      try {
+        vm.dispose();
+      } catch {
+        rt = undefined; // an inconsistent runtime is dropped (and its memory with it, below)
+      }
+      // After a memory or stack limit the runtime may hold garbage the context left: start afresh.
+      if (rt && out.limits.some((l) => l === 'memory' || l === 'stack')) {
+        try {
+          rt.dispose();
+        } catch {
+          mod = undefined;
+        }
+        rt = undefined;
+      }
+      out.durationMs = performance.now() - t0;
+    }
+  };
+
+  qjs.newQuickJSWASMModule().then(
+    (m: QuickJSWASMModule) => {
+      mod = m;
+      port?.on('message', (job: SandboxJob) => {
+        let res: SandboxResult;
+        try {
+          res = run(job);
+        } catch (e) {
+          // The WebAssembly module itself failed (an abort): this worker is done; the pool replaces it.
+          port.postMessage({ id: job.id, fatal: String(e) });
+          process.exit(1);
+        }
+        port.postMessage(res);
+        if (!mod) process.exit(0);
+      });
+      port?.postMessage({ ready: true });
+    },
+    (e: unknown) => {
+      port?.postMessage({ fatal: String(e) });
+    },
+  );
+}
