@@ -46,6 +46,13 @@ export function sandboxWorker(): void {
   const port = threads.parentPort;
   const qjsPath = (threads.workerData as { quickjs: string }).quickjs;
   const qjs = require(qjsPath) as typeof import('quickjs-emscripten');
+  // A lower CPU priority for this thread (on Linux, priority 0 names the calling thread): spinning
+  // scripts yield the cores to the event loop and the database.
+  try {
+    (require('node:os') as typeof import('node:os')).setPriority(0, 10);
+  } catch {
+    // not permitted here: the worker runs at the process's priority
+  }
 
   // The prelude runs before the script, in the fresh context: it keeps its own references to
   // JSON and the host's log function, builds `console` and `gatehouse`, and returns the function
