@@ -10,8 +10,8 @@ export const SCRIPT_TENANT_FIELDS = {
   ScriptTimeLimitMs: f.integer({
     min: 1,
     max: 1000,
-    default: 50,
-    doc: 'CPU time a script run may take, in milliseconds',
+    default: 100,
+    doc: 'Time a script run may take (measured from the start of its own code), in milliseconds',
   }),
   ScriptMemoryLimitBytes: f.integer({
     min: 1_048_576,

@@ -4,7 +4,7 @@ import { TENANT_ID, Tenant } from '../objects/tenant.js';
 import type { Doc } from '../schema/fields.js';
 import type { ServiceContext } from '../store/context.js';
 import { parseListQuery } from '../store/listquery.js';
-import { newId, type StoredObject } from '../store/objects.js';
+import type { StoredObject } from '../store/objects.js';
 
 /** The fields of a ScriptLog as the runner fills them in (src/objects/scriptlog.ts). */
 export interface LogEntry {
@@ -26,40 +26,47 @@ export interface LogEntry {
 
 /**
  * ScriptLogs of hook runs are written after the run, off the request's path: a hook adds its
- * sandbox time to a request, not a database write. At most MAX_PENDING wait; past that the run
- * that logs waits for the queue to drain (backpressure), so no run goes unlogged and memory stays
- * bounded.
+ * sandbox time to a request, not a database write. Queued logs are written every FLUSH_DELAY_MS,
+ * up to WRITE_BATCH in one transaction. At most MAX_PENDING wait; past that the run that logs
+ * waits for the queue to drain (backpressure), so no run goes unlogged and memory stays bounded.
  */
 const MAX_PENDING = 1000;
+const WRITE_BATCH = 100;
+const FLUSH_DELAY_MS = 100;
 
 interface Queue {
   items: LogEntry[];
   flushing: Promise<void> | undefined;
+  timer: ReturnType<typeof setTimeout> | undefined;
 }
 const queues = new WeakMap<ServiceContext['store'], Queue>();
 
 /** Writes one ScriptLog now; returns the stored object. */
 export async function writeLog(ctx: ServiceContext, entry: LogEntry): Promise<StoredObject | undefined> {
-  return ctx.store.systemPut(ScriptLog, newId(), () => ({ doc: entry as unknown as Doc }));
+  const [obj] = await ctx.store.systemInsertMany(ScriptLog, [entry as unknown as Doc]);
+  return obj;
 }
 
 function queueOf(ctx: ServiceContext): Queue {
   let q = queues.get(ctx.store);
   if (!q) {
-    q = { items: [], flushing: undefined };
+    q = { items: [], flushing: undefined, timer: undefined };
     queues.set(ctx.store, q);
   }
   return q;
 }
 
 function flush(ctx: ServiceContext, q: Queue): Promise<void> {
+  if (q.timer) clearTimeout(q.timer);
+  q.timer = undefined;
   q.flushing ??= (async () => {
     try {
-      for (let e = q.items.shift(); e; e = q.items.shift()) {
+      while (q.items.length > 0) {
+        const batch = q.items.splice(0, WRITE_BATCH);
         try {
-          await writeLog(ctx, e);
+          await ctx.store.systemInsertMany(ScriptLog, batch as unknown as Doc[]);
         } catch (err) {
-          ctx.logger.warn({ err, script: e.ScriptID, hook: e.Hook }, 'could not write a ScriptLog');
+          ctx.logger.warn({ err, count: batch.length }, 'could not write ScriptLogs');
         }
       }
     } finally {
@@ -73,8 +80,20 @@ function flush(ctx: ServiceContext, q: Queue): Promise<void> {
 export function recordRun(ctx: ServiceContext, entry: LogEntry): Promise<void> {
   const q = queueOf(ctx);
   q.items.push(entry);
-  const f = flush(ctx, q);
-  return q.items.length > MAX_PENDING ? f : Promise.resolve();
+  if (q.items.length > MAX_PENDING) return flush(ctx, q);
+  if (!q.timer && !q.flushing) {
+    q.timer = setTimeout(() => void flush(ctx, q), FLUSH_DELAY_MS);
+    q.timer.unref();
+  } else if (q.flushing && !q.timer) {
+    // Written after the flush under way ends.
+    void q.flushing.then(() => {
+      if (q.items.length > 0 && !q.timer && !q.flushing) {
+        q.timer = setTimeout(() => void flush(ctx, q), FLUSH_DELAY_MS);
+        q.timer.unref();
+      }
+    });
+  }
+  return Promise.resolve();
 }
 
 /** Resolves when every queued ScriptLog is written (tests, shutdown). */

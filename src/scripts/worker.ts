@@ -49,21 +49,30 @@ export function sandboxWorker(): void {
   // A lower CPU priority for this thread (on Linux, priority 0 names the calling thread): spinning
   // scripts yield the cores to the event loop and the database.
   try {
-    (require('node:os') as typeof import('node:os')).setPriority(0, 10);
+    (require('node:os') as typeof import('node:os')).setPriority(0, 5);
   } catch {
     // not permitted here: the worker runs at the process's priority
   }
 
-  // The prelude runs before the script, in the fresh context: it keeps its own references to
-  // JSON and the host's log function, builds `console` and `gatehouse`, and returns the function
-  // the host calls. The script can replace any global afterwards; the host holds the handle.
-  const PRELUDE = `(function (hostLog, dataText) {
+  // The prelude runs first in every fresh context: it keeps its own references to JSON and the
+  // host's log function, builds `console` and `gatehouse`, and returns the control function the
+  // host calls ('data' sets what the host API answers, 'call' runs hook(input)). The script can
+  // replace any global afterwards; the host holds the control function's handle.
+  const PRELUDE = `(function (hostLog) {
     'use strict';
     const parse = JSON.parse, stringify = JSON.stringify, freeze = Object.freeze;
-    const fmt = (args) => Array.prototype.map.call(args, (a) => {
-      if (typeof a === 'string') return a;
-      try { const s = stringify(a); return s === undefined ? String(a) : s; } catch (e) { return String(a); }
-    }).join(' ');
+    let dataText = '{"user":null,"groups":[],"tenant":{}}';
+    const fmt = (args) => {
+      let s = '';
+      for (let i = 0; i < args.length; i++) {
+        const a = args[i];
+        let t;
+        if (typeof a === 'string') t = a;
+        else { try { t = stringify(a); } catch (e) { t = undefined; } if (t === undefined) t = '' + a; }
+        s += (i > 0 ? ' ' : '') + t;
+      }
+      return s;
+    };
     const line = (level) => function () { hostLog(level, fmt(arguments)); };
     globalThis.console = freeze({ log: line('info'), info: line('info'), warn: line('warn'), error: line('error'), debug: line('info') });
     globalThis.gatehouse = freeze({
@@ -72,9 +81,10 @@ export function sandboxWorker(): void {
       groups: () => parse(dataText).groups,
       tenant: () => parse(dataText).tenant,
     });
-    return function (inputText) {
+    return function (op, text) {
+      if (op === 'data') { dataText = text; return undefined; }
       if (typeof globalThis.hook !== 'function') throw new TypeError('the script defines no function hook(input)');
-      const out = globalThis.hook(parse(inputText));
+      const out = globalThis.hook(parse(text));
       if (out !== null && typeof out === 'object' && typeof out.then === 'function')
         throw new TypeError('hook(input) must return a value, not a promise');
       return out === undefined ? undefined : stringify(out);
@@ -83,6 +93,51 @@ export function sandboxWorker(): void {
 
   let mod: QuickJSWASMModule | undefined;
   let rt: QuickJSRuntime | undefined;
+
+  /** What the host's log function of a context writes to: the run under way. */
+  interface RunState {
+    out: SandboxResult;
+    outputBytes: number;
+    outputUsed: number;
+    outputHit: boolean;
+  }
+  /** A fresh context with the prelude run, made while the worker is idle (a warm sandbox). */
+  interface Prepared {
+    vm: QuickJSContext;
+    control: QuickJSHandle;
+    handles: QuickJSHandle[];
+    state: { run: RunState | undefined };
+  }
+  let prepared: Prepared | undefined;
+
+  const prepare = (): Prepared => {
+    if (!mod) throw new Error('sandbox not ready');
+    if (!rt) rt = mod.newRuntime();
+    const vm = rt.newContext();
+    const state: Prepared['state'] = { run: undefined };
+    const log = vm.newFunction('log', (levelH, textH) => {
+      const r = state.run;
+      if (!r) return;
+      const lineText = `${vm.getString(levelH)}: ${vm.getString(textH)}`;
+      r.outputUsed += lineText.length + 1;
+      if (r.outputUsed > r.outputBytes) {
+        r.outputHit = true;
+        throw new Error('output limit exceeded');
+      }
+      r.out.console.push(lineText);
+    });
+    const pre = vm.evalCode(PRELUDE, 'prelude.js');
+    if (pre.error) {
+      pre.error.dispose();
+      throw new Error('the prelude failed');
+    }
+    const made = vm.callFunction(pre.value, vm.undefined, log);
+    if (made.error) {
+      made.error.dispose();
+      throw new Error('the prelude failed');
+    }
+    return { vm, control: made.value, handles: [log, pre.value, made.value], state };
+  };
 
   const errorText = (vm: QuickJSContext, h: QuickJSHandle): { text: string; name: string } => {
     const e = vm.dump(h) as unknown;
@@ -105,9 +160,9 @@ export function sandboxWorker(): void {
       limits: [],
       durationMs: 0,
     };
-    if (!mod) throw new Error('sandbox not ready');
-    if (!rt) rt = mod.newRuntime();
-    const runtime = rt;
+    const p = prepared ?? prepare();
+    prepared = undefined;
+    const runtime = rt as QuickJSRuntime;
     runtime.setMemoryLimit(job.memoryBytes);
     runtime.setMaxStackSize(job.stackBytes);
     // The clock starts when the script's own code starts (below), not during the host's set-up.
@@ -117,17 +172,17 @@ export function sandboxWorker(): void {
       if (Date.now() > deadline) timedOut = true;
       return timedOut;
     });
-    let outputUsed = 0;
-    let outputHit = false;
-    const vm = runtime.newContext();
-    const handles: QuickJSHandle[] = [];
+    const { vm, control } = p;
+    const state: RunState = { out, outputBytes: job.outputBytes, outputUsed: 0, outputHit: false };
+    p.state.run = state;
+    const handles = p.handles;
     const keep = (h: QuickJSHandle) => {
       handles.push(h);
       return h;
     };
     const limitFor = (name: string, text: string) => {
       if (timedOut || text.endsWith('interrupted')) return 'time';
-      if (outputHit) return 'output';
+      if (state.outputHit) return 'output';
       if (text.includes('stack overflow')) return 'stack';
       if (text.includes('out of memory') || name === 'null') return 'memory';
       return '';
@@ -143,32 +198,17 @@ export function sandboxWorker(): void {
       return name;
     };
     try {
-      const log = keep(
-        vm.newFunction('log', (levelH, textH) => {
-          const level = vm.getString(levelH);
-          const text = vm.getString(textH);
-          const lineText = `${level}: ${text}`;
-          outputUsed += lineText.length + 1;
-          if (outputUsed > job.outputBytes) {
-            outputHit = true;
-            throw new Error('output limit exceeded');
-          }
-          out.console.push(lineText);
-        }),
+      const set = vm.callFunction(
+        control,
+        vm.undefined,
+        keep(vm.newString('data')),
+        keep(vm.newString(job.data)),
       );
-      const prelude = vm.evalCode(PRELUDE, 'prelude.js');
-      if (prelude.error) {
-        fail(prelude.error);
+      if (set.error) {
+        fail(set.error);
         return out;
       }
-      const preludeFn = keep(prelude.value);
-      const dataH = keep(vm.newString(job.data));
-      const made = vm.callFunction(preludeFn, vm.undefined, log, dataH);
-      if (made.error) {
-        fail(made.error);
-        return out;
-      }
-      const invoke = keep(made.value);
+      set.value.dispose();
       deadline = Date.now() + job.timeMs;
       if (job.checkCompile) {
         const compiled = vm.evalCode(job.source, 'script.js', { compileOnly: true });
@@ -186,8 +226,12 @@ export function sandboxWorker(): void {
       }
       evaluated.value.dispose();
       if (!job.callHook) return out;
-      const inputH = keep(vm.newString(job.input));
-      const called = vm.callFunction(invoke, vm.undefined, inputH);
+      const called = vm.callFunction(
+        control,
+        vm.undefined,
+        keep(vm.newString('call')),
+        keep(vm.newString(job.input)),
+      );
       if (called.error) {
         fail(called.error);
         return out;
@@ -196,7 +240,7 @@ export function sandboxWorker(): void {
       const type = vm.typeof(r);
       if (type === 'string') {
         const text = vm.getString(r);
-        if (text.length + outputUsed > job.outputBytes) {
+        if (text.length + state.outputUsed > job.outputBytes) {
           out.limits.push('output');
           out.error = 'output limit exceeded';
         } else out.result = text;
@@ -204,6 +248,9 @@ export function sandboxWorker(): void {
       r.dispose();
       return out;
     } finally {
+      p.state.run = undefined;
+      // The next context is prepared under no deadline (this run's handler may have fired).
+      runtime.removeInterruptHandler();
       for (const h of handles) if (h.alive) h.dispose();
       try {
         vm.dispose();
@@ -240,6 +287,7 @@ export function sandboxWorker(): void {
           checkCompile: true,
           callHook: true,
         });
+        prepared = prepare();
       } catch {
         process.exit(1);
       }
@@ -254,6 +302,12 @@ export function sandboxWorker(): void {
         }
         port.postMessage(res);
         if (!mod) process.exit(0);
+        // Ready the next run's context while idle.
+        try {
+          prepared = prepare();
+        } catch {
+          process.exit(1);
+        }
       });
       port?.postMessage({ ready: true });
     },

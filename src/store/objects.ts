@@ -279,6 +279,25 @@ export class ObjectStore {
     });
   }
 
+  /**
+   * Inserts new objects the service itself records (such as ScriptLogs) in one transaction, each
+   * with a generated ID: one commit for a batch instead of one per object. Returns them in order.
+   */
+  async systemInsertMany(type: ObjectType, docs: readonly Doc[]): Promise<StoredObject[]> {
+    if (docs.length === 0) return [];
+    const fields = allWritable(type);
+    return this.write(async (tx) => {
+      const out: StoredObject[] = [];
+      for (const d of docs) {
+        const id = newId();
+        const doc = normalize(fields, d, undefined);
+        doc.ID = id;
+        out.push(await this.insert(tx, type, id, doc, {}));
+      }
+      return out;
+    });
+  }
+
   /** The newest change-log sequence number (0 when empty). */
   async lastSeq(): Promise<number> {
     const row = await this.k

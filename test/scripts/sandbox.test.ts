@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { SCRIPT_TENANT_FIELDS } from '../../src/objects/scriptlimits.js';
-import { WATCHDOG_GRACE_MS } from '../../src/scripts/pool.js';
+import { sandboxPool, WATCHDOG_GRACE_MS } from '../../src/scripts/pool.js';
 import { limitsOf, runSource } from '../../src/scripts/runner.js';
 
 /*
@@ -216,6 +216,20 @@ describe('sandbox', () => {
     expect(syntax.raw.compileError).toBe(true);
     const thrown = await runSource('throw new SyntaxError("not a compile error")', {}, data, limits, true);
     expect(thrown.raw.compileError).toBe(false);
+  });
+
+  it('limits hit inside the interpreter never cost a worker', async () => {
+    const before = sandboxPool().restarts;
+    for (const src of [
+      'while (true) {}',
+      'function f() { return f(); } f()',
+      'const a = []; for (;;) a.push({});',
+    ]) {
+      const o = await run(src, {}, { ...limits, timeMs: 30, memoryBytes: 2 << 20 });
+      expect(o.raw.limits.length).toBe(1);
+      expect((await run('function hook(i) { return i; }', 7)).result).toBe(7);
+    }
+    expect(sandboxPool().restarts).toBe(before);
   });
 
   it('a time-limited run keeps the next runs fast', async () => {
