@@ -5,6 +5,7 @@ import type { Field, FieldMap } from '../schema/fields.js';
 import type { ObjectType } from '../schema/type.js';
 import type { ServiceContext } from '../store/context.js';
 import { VOUCH_PATHS, VOUCH_SCHEMAS } from './openapi-vouch.js';
+import { SCRIPT_OPENAPI_PATHS } from './scripts.js';
 
 type Json = Record<string, unknown>;
 
@@ -189,7 +190,7 @@ export function openApiDocument(): Json {
         'Generic object API. Sign-in, events, groups and the proxy back channel are described in docs/.',
     },
     security: [{ bearer: [] }, { accessToken: [] }],
-    paths: Object.assign({}, ...objectTypes.map(pathsOf), VOUCH_PATHS),
+    paths: Object.assign({}, ...objectTypes.map(pathsOf), VOUCH_PATHS, SCRIPT_OPENAPI_PATHS),
     components: {
       securitySchemes: {
         bearer: {

@@ -141,3 +141,31 @@ export async function afterObjectWrite(
       await apply(g, 'remove');
   }
 }
+
+/** POST /scripts/test in the OpenAPI document (src/api/openapi.ts adds it to the object paths). */
+export const SCRIPT_OPENAPI_PATHS = {
+  '/scripts/test': {
+    post: {
+      tags: ['Script'],
+      summary: "Run an unsaved Script's tests (docs/scripts.md)",
+      requestBody: { content: { 'application/json': { schema: { $ref: '#/components/schemas/Script' } } } },
+      responses: {
+        204: { description: 'Every test passed and nothing was logged' },
+        200: {
+          description: 'Every test passed; one ScriptLog per line',
+          content: { 'application/x-json-lines': { schema: { $ref: '#/components/schemas/ScriptLog' } } },
+        },
+        400: { description: 'Invalid Script (e.g. Tests is not a list of test cases)' },
+        403: { description: 'The credentials may not create scripts' },
+        422: {
+          description: 'Script Tests Failed: one ScriptLog per line, Passed false on the failing ones',
+          content: { 'application/x-json-lines': { schema: { $ref: '#/components/schemas/ScriptLog' } } },
+        },
+        500: {
+          description: 'Script Compile Failed: the ScriptLog with the compile error',
+          content: { 'application/x-json-lines': { schema: { $ref: '#/components/schemas/ScriptLog' } } },
+        },
+      },
+    },
+  },
+};
