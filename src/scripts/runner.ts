@@ -100,8 +100,14 @@ async function loaded(ctx: ServiceContext): Promise<Cached> {
     c = {};
     caches.set(ctx.store, c);
     const entry = c;
+    let seen = scriptWrites.count;
+    // After every commit: a Script created or changed since the last commit (its prepare hook
+    // counted it), or a Script or the Tenant updated or deleted, drops the cache. Dropping only
+    // after the commit means the next load reads the committed scripts.
     const drop = (kinds?: Set<string>) => {
-      if (!kinds || kinds.has('Script') || kinds.has('Tenant')) entry.value = undefined;
+      if (!kinds || kinds.has('Script') || kinds.has('Tenant') || scriptWrites.count !== seen)
+        entry.value = undefined;
+      seen = scriptWrites.count;
     };
     ctx.store.commits.on('commit', drop);
     ctx.store.commits.on('remote', () => drop());

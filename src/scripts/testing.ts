@@ -4,6 +4,9 @@ import type { ServiceContext } from '../store/context.js';
 import { type LogEntry, writeLog } from './logs.js';
 import { entryOf, limitsOf, runSource, tenantOf } from './runner.js';
 
+/** How long one POST /scripts/test may run its cases; the ones left after it are not run (failed). */
+export const TEST_BUDGET_MS = 20_000;
+
 /** One test case of Script.Tests (docs/scripts.md, "Tests"). */
 export interface TestCase {
   Name?: string;
@@ -45,7 +48,12 @@ export function judge(c: TestCase, ok: boolean, result: unknown, error: string):
  * under the tenant's limits, each run logged as a ScriptLog (ScriptID empty, Test the case's
  * name). A script without tests is only compiled and evaluated once.
  */
-export async function runTests(ctx: ServiceContext, script: Doc, cases: TestCase[]): Promise<TestReport> {
+export async function runTests(
+  ctx: ServiceContext,
+  script: Doc,
+  cases: TestCase[],
+  budgetMs = TEST_BUDGET_MS,
+): Promise<TestReport> {
   const tenant = await tenantOf(ctx);
   const limits = limitsOf(tenant);
   const source = String(script.Source ?? '');
@@ -57,8 +65,37 @@ export async function runTests(ctx: ServiceContext, script: Doc, cases: TestCase
     if (obj) logs.push(obj.doc);
   };
   const runs = cases.length > 0 ? cases : [undefined];
+  const budgetEnds = Date.now() + budgetMs;
   for (const [i, c] of runs.entries()) {
     const started = Date.now();
+    if (started > budgetEnds) {
+      // The request's bound: the cases left are reported as not run.
+      failed = true;
+      await store({
+        ...entryOf(
+          { ...script, ID: '' },
+          c?.Hook ?? String(script.Hook ?? ''),
+          started,
+          c?.Input ?? null,
+          {
+            ok: false,
+            result: undefined,
+            raw: {
+              id: 0,
+              result: undefined,
+              console: [],
+              error: 'not run',
+              compileError: false,
+              limits: [],
+              durationMs: 0,
+            },
+          },
+          `failed: not run, the test run's ${budgetMs / 1000} s are spent`,
+        ),
+        Test: c?.Name ?? `test ${i + 1}`,
+      });
+      continue;
+    }
     const input = c?.Input ?? null;
     const inObj = (input !== null && typeof input === 'object' ? input : {}) as Doc;
     const data = {

@@ -3,6 +3,7 @@ import { Membership } from '../../src/objects/membership.js';
 import { ScriptLog } from '../../src/objects/scriptlog.js';
 import { refineAccountSuggestions, refineMergeSuggestions } from '../../src/scripts/hooks.js';
 import { PRUNE_BATCH, pruneScriptLogs, writeLog } from '../../src/scripts/logs.js';
+import { runTests } from '../../src/scripts/testing.js';
 import { backends, jsonLines, startTestService, type TestService } from '../helpers.js';
 import { setTenant } from '../kit/index.js';
 import { addScript, ctxOf, scriptLogs } from './kit.js';
@@ -102,6 +103,16 @@ describe.each(backends())('scripts on %s', (backend) => {
       });
       expect(r.statusCode).toBe(422);
       expect(jsonLines(r.body)[0]).toMatchObject({ LimitsHit: ['time'], Passed: false });
+    });
+
+    it('bounds the whole test run: cases left when its time is spent fail as not run', async () => {
+      const cases = Array.from({ length: 6 }, (_, i) => ({ Name: `spin ${i}`, Input: {} }));
+      const report = await runTests(ctxOf(s), { Source: 'function hook() { for (;;) {} }' }, cases, 250);
+      expect(report.verdict).toBe('failed');
+      expect(report.logs).toHaveLength(6);
+      const notRun = report.logs.filter((l) => String(l.Applied).includes('not run'));
+      expect(notRun.length).toBeGreaterThan(0);
+      expect(notRun.length).toBeLessThan(6);
     });
 
     it('refuses a malformed test list (400) and callers that may not create scripts (403)', async () => {
