@@ -1,4 +1,4 @@
-// Why ~470 lines: ObjectStore's reads and writes share private machinery (the compiled-SQL cache
+// Why ~490 lines: ObjectStore's reads and writes share private machinery (the compiled-SQL cache
 // and its synchronous SQLite reader, the write transaction with its PostgreSQL lock, NOTIFY and
 // 'commit' event, the change-log append that gives every write its ETag); splitting reads from
 // writes would make it public across files. The list SQL (listquery.ts) and what a write takes from
