@@ -87,19 +87,23 @@ describe.each(backends())('a hostile script on %s', (backend) => {
     await Promise.all(hostile);
 
     const q50 = percentile(quiet, 50);
-    const q99 = percentile(quiet, 99);
+    const q90 = percentile(quiet, 90);
     const b50 = percentile(busy, 50);
-    const b99 = percentile(busy, 99);
+    const b90 = percentile(busy, 90);
+    const slow = busy.filter((x) => x > 300).length;
     console.log(
-      `GET /users/me on ${backend}: quiet p50 ${q50.toFixed(2)} p99 ${q99.toFixed(2)} ms; hostile p50 ${b50.toFixed(2)} p99 ${b99.toFixed(2)} ms over ${elapsed.toFixed(0)} ms`,
+      `GET /users/me on ${backend}: quiet p50 ${q50.toFixed(2)} p90 ${q90.toFixed(2)} ms; hostile p50 ${b50.toFixed(2)} p90 ${b90.toFixed(2)} ms, ${slow} over 300 ms, over ${elapsed.toFixed(0)} ms`,
     );
     // The measurement overlapped the hostile scripts (each spins up to 1000 ms).
     expect(elapsed).toBeGreaterThan(0);
-    // Usual latency: the two cores are shared with the spinning workers, so allow the CPU share,
-    // never the scripts' run time (a blocked event loop would add up to 1000 ms).
+    // Usual latency: the two cores are shared with the spinning workers, so allow for the CPU
+    // share, never for the scripts' run time: on a blocked event loop, a request arriving during a
+    // 1 s spin waits for its end, so many of the 200 would take hundreds of milliseconds. (Robust
+    // figures, p50 and p90, and a count of slow requests: other load on a shared machine moves
+    // single requests, not the bulk.)
     expect(b50).toBeLessThan(q50 * 3 + 5);
-    expect(b99).toBeLessThan(q99 * 3 + 50);
-    expect(Math.max(...busy)).toBeLessThan(500);
+    expect(b90).toBeLessThan(q90 * 3 + 30);
+    expect(slow).toBeLessThanOrEqual(2);
     expect(script).not.toBe('');
   });
 });
