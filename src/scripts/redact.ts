@@ -16,8 +16,14 @@ export function redactInput(v: unknown, depth = 0): unknown {
   if (Array.isArray(v)) return v.map((x) => redactInput(x, depth + 1));
   if (v !== null && typeof v === 'object') {
     const out: Record<string, unknown> = {};
+    // Defined, not assigned: a key "__proto__" (JSON.parse makes it an own property) stays data.
     for (const [k, x] of Object.entries(v as Record<string, unknown>))
-      out[k] = SECRET_NAME.test(k) ? REDACTED : redactInput(x, depth + 1);
+      Object.defineProperty(out, k, {
+        value: SECRET_NAME.test(k) ? REDACTED : redactInput(x, depth + 1),
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      });
     return out;
   }
   return v;
