@@ -3,7 +3,7 @@
  * Layers, bottom first; a file may import its own layer and the layers below it, never above:
  *
  *   core, wire  <  config  <  schema  <  store  <  objects  <  features  <  http  <  service  <  cli
- *   features, bottom first: auth < groups < events, metrics, backchannel, oidc, directory, audit
+ *   features, bottom first: scripts < auth < groups < events, metrics, backchannel, oidc, directory, audit
  *   http: web < api
  *
  * The proxy (src/proxy) is a program of its own: it imports core, config and wire only, and only
@@ -23,7 +23,8 @@ const CONFIG = [...CORE, 'config'];
 const SCHEMA = [...CONFIG, 'schema'];
 const STORE = [...SCHEMA, 'store'];
 const OBJECTS = [...STORE, 'wire', 'objects'];
-const AUTH = [...OBJECTS, 'auth'];
+const SCRIPTS = [...OBJECTS, 'scripts'];
+const AUTH = [...SCRIPTS, 'auth'];
 const GROUPS = [...AUTH, 'groups'];
 const FEATURES = [...GROUPS, 'events', 'metrics', 'backchannel', 'oidc', 'directory', 'audit'];
 const WEB = [...FEATURES, 'web'];
@@ -44,6 +45,8 @@ module.exports = {
       'the store is generic: it knows the type interface (src/schema), never a concrete object type or a feature'),
     layer('objects-below-features', '^src/objects/', OBJECTS,
       'object types (src/objects) are data definitions: they import schema, store, core, config and wire, never a feature or HTTP'),
+    layer('scripts-below-auth', '^src/scripts/', SCRIPTS,
+      'src/scripts (the sandbox and its hooks) sits below auth: it imports objects, store and below, never another feature or HTTP'),
     layer('auth-is-the-lowest-feature', '^src/auth/', AUTH,
       'src/auth is the lowest feature: it may not import groups, events, metrics, backchannel, HTTP or above'),
     layer('groups-above-auth-only', '^src/groups/', GROUPS,

@@ -21,6 +21,7 @@ import { disableUser } from '../directory/disable.js';
 import { mergeUsers } from '../directory/merge.js';
 import { suggestMerges } from '../directory/mergesuggest.js';
 import { openPassword, readyPasswordKey } from '../directory/passwords.js';
+import { refinedAccountSuggestions, refinedMergeSuggestions } from '../directory/refine.js';
 import type { ChangeRole } from '../directory/states.js';
 import { allOf } from '../directory/store.js';
 import { suggestAccountChanges } from '../directory/suggest.js';
@@ -169,7 +170,11 @@ export function registerDirectoryRoutes(app: FastifyInstance, ctx: ServiceContex
       throw new ApiError('NotFound', `User ${req.params.id} does not exist`);
     const user = await store.get(User, req.params.id);
     if (!user) throw new ApiError('NotFound', `User ${req.params.id} does not exist`);
-    const changes = await suggestAccountChanges(ctx, user.doc);
+    const changes = await refinedAccountSuggestions(
+      ctx,
+      user.doc,
+      await suggestAccountChanges(ctx, user.doc),
+    );
     if (!b.Plan) return { UserID: user.id, Changes: changes };
     roleOf(p, ['admin', 'sync']);
     const plan = jsonFieldsOf(b.Plan as Doc, { Name: 'string', Reason: 'string' });
@@ -233,7 +238,7 @@ export function registerDirectoryRoutes(app: FastifyInstance, ctx: ServiceContex
     const p = principalOf(req);
     if (!hasAnyScope(p, ['audit', 'sync']))
       throw new ApiError('Forbidden', 'this needs admin, audit or sync scope');
-    const lines = suggestMerges(await allOf(store, User))
+    const lines = (await refinedMergeSuggestions(ctx, suggestMerges(await allOf(store, User))))
       .map((s) => `${JSON.stringify(s)}\n`)
       .join('');
     reply.header('Cache-Control', 'private, max-age=0');

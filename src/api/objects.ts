@@ -20,6 +20,7 @@ import { parseListQuery, type RawListQuery } from '../store/listquery.js';
 import type { StoredObject } from '../store/objects.js';
 import { etagMatches } from '../store/objects.js';
 import { setObjectHeaders, singleHeader } from './http.js';
+import { afterObjectWrite, beforeObjectWrite } from './scripts.js';
 
 type IdParams = { id: string };
 
@@ -83,7 +84,8 @@ function notAllowed(type: ObjectType, item: boolean): never {
 }
 
 /** Registers list, create, get, update and delete for every type, as its ops allow. */
-export function registerObjectRoutes(app: FastifyInstance, { store }: ServiceContext) {
+export function registerObjectRoutes(app: FastifyInstance, ctx: ServiceContext) {
+  const { store } = ctx;
   const lookup: PrivilegeLookup = {
     async keysOf(userId) {
       const page = await store.list(
@@ -158,9 +160,12 @@ export function registerObjectRoutes(app: FastifyInstance, { store }: ServiceCon
       const a = authorize(req, type, 'update');
       const ifMatch = await checkExisting(req, a, id, await requireIfMatch(req, a, id), 'update');
       refuseFractionalSeconds(writable, req.body);
+      // The fields a script sets pass the same field rules as the caller's own.
+      if (await beforeObjectWrite(ctx, req, type, id)) checkFields(req, (await store.get(type, id))?.doc);
       const { obj, changed } = await store.update(type, id, req.body ?? {}, ifMatch, {
         userId: principalOf(req).userId,
       });
+      if (changed) await afterObjectWrite(ctx, type, obj, false);
       setObjectHeaders(reply, type, obj);
       return reply.code(changed ? 204 : 304).send();
     };
@@ -171,11 +176,13 @@ export function registerObjectRoutes(app: FastifyInstance, { store }: ServiceCon
         const bad = type.checkName(id);
         if (bad) throw new ApiError('BadRequest', `the name ${JSON.stringify(id)} ${bad}`, { field: 'id' });
       }
+      await beforeObjectWrite(ctx, req, type, undefined);
       checkFields(req, undefined);
       refuseFractionalSeconds(writable, req.body);
       const { obj, response } = await store.create(type, req.body ?? {}, id, {
         userId: principalOf(req).userId,
       });
+      await afterObjectWrite(ctx, type, obj, true);
       setObjectHeaders(reply, type, obj);
       reply.code(201);
       if (response) return reply.type('application/json').send(JSON.stringify({ ...obj.doc, ...response }));

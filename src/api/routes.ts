@@ -12,6 +12,7 @@ import { registerObjectRoutes } from './objects.js';
 import { registerOidcRoutes } from './oidc.js';
 import { registerOpenApiRoutes } from './openapi.js';
 import { registerPrometheusRoutes } from './prometheus.js';
+import { registerScriptRoutes } from './scripts.js';
 import { registerUserRoutes } from './users.js';
 
 export type Registrar = (app: FastifyInstance, ctx: ServiceContext) => void | Promise<void>;
@@ -34,4 +35,5 @@ export const registrars: Registrar[] = [
   registerDirectoryRoutes,
   registerPrometheusRoutes,
   registerAuditRoutes,
+  registerScriptRoutes,
 ];

@@ -17,6 +17,8 @@ export async function authResponse(
   intent?: { method: string; path: string },
 ) {
   const level = s?.level ?? 0;
+  // A sign-in script may require more than the tenant does, with a reason for the person.
+  need = Math.max(need, s?.data.ScriptLevel ?? 0);
   const user = s && s.userId !== '' ? await ctx.store.get(User, s.userId) : undefined;
   const secret = user ? await ctx.store.getSecret(User, user.id) : {};
   const usable = user
@@ -46,6 +48,7 @@ export async function authResponse(
     Factors: next,
     Expires: s ? new Date(s.expireTime).toISOString() : '',
     ...(intent ? { Method: intent.method, Path: intent.path } : {}),
+    ...(s?.data.ScriptReason ? { Reason: s.data.ScriptReason } : {}),
   };
 }
 

@@ -35,6 +35,14 @@ export const ErrorCodes = {
   PreconditionRequired: { status: 428, code: 'Precondition Required' },
   TooManyRequests: { status: 429, code: 'Too Many Requests' },
   Internal: { status: 500, code: 'Internal Error' },
+  /** POST /scripts/test: the script does not compile (docs/scripts.md). */
+  ScriptCompileFailed: { status: 500, code: 'Script Compile Failed' },
+  /** POST /scripts/test: a test case failed. */
+  ScriptTestsFailed: { status: 422, code: 'Script Tests Failed' },
+  /** A user-write script refused the change; the message is the script's reason. */
+  ScriptRejected: { status: 422, code: 'Script Rejected' },
+  /** A sign-in script refused the sign-in; the message is the script's reason. */
+  ScriptDenied: { status: 403, code: 'Script Denied' },
   Unavailable: { status: 503, code: 'Service Unavailable' },
 } as const;
 

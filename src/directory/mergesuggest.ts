@@ -7,6 +7,8 @@ export interface UserMergeSuggestion {
   Reason: 'same verified e-mail' | 'same federated subject' | 'same name and Unix user name';
   /** The shared value (the address, the subject, or the name and user name stem). */
   Detail: string;
+  /** A merge-suggestions script's own wording, when it gave one (src/directory/refine.ts). */
+  Note?: string;
 }
 
 const norm = (s: unknown) =>

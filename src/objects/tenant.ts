@@ -1,5 +1,6 @@
 import { checkOrigin, checkUrl, f } from '../schema/fields.js';
 import type { ObjectType } from '../schema/type.js';
+import { SCRIPT_TENANT_FIELDS, SCRIPT_TENANT_RULES } from './scriptlimits.js';
 
 export const TENANT_ID = 'tenant';
 
@@ -15,6 +16,7 @@ export const Tenant: ObjectType = {
     IntegrityWrite: 'admin',
     IntegrityCredentials: 'admin',
     IntegrityAdmin: 'admin',
+    ...SCRIPT_TENANT_RULES,
   },
   fields: {
     Name: f.string({ maxLength: 256, default: 'Gatehouse' }),
@@ -46,5 +48,6 @@ export const Tenant: ObjectType = {
     AccountChangesNeedApproval: f.boolean({
       doc: 'Account changes wait for an administrator to approve them (docs/directory.md)',
     }),
+    ...SCRIPT_TENANT_FIELDS,
   },
 };

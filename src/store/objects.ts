@@ -1,4 +1,4 @@
-// Why ~470 lines: ObjectStore's reads and writes share private machinery (the compiled-SQL cache
+// Why ~490 lines: ObjectStore's reads and writes share private machinery (the compiled-SQL cache
 // and its synchronous SQLite reader, the write transaction with its PostgreSQL lock, NOTIFY and
 // 'commit' event, the change-log append that gives every write its ETag); splitting reads from
 // writes would make it public across files. The list SQL (listquery.ts) and what a write takes from
@@ -276,6 +276,25 @@ export class ObjectStore {
       if (JSON.stringify(doc) === current.data && JSON.stringify(secret) === JSON.stringify(current.secret))
         return current;
       return this.replace(tx, type, current, doc, secret);
+    });
+  }
+
+  /**
+   * Inserts new objects the service itself records (such as ScriptLogs) in one transaction, each
+   * with a generated ID: one commit for a batch instead of one per object. Returns them in order.
+   */
+  async systemInsertMany(type: ObjectType, docs: readonly Doc[]): Promise<StoredObject[]> {
+    if (docs.length === 0) return [];
+    const fields = allWritable(type);
+    return this.write(async (tx) => {
+      const out: StoredObject[] = [];
+      for (const d of docs) {
+        const id = newId();
+        const doc = normalize(fields, d, undefined);
+        doc.ID = id;
+        out.push(await this.insert(tx, type, id, doc, {}));
+      }
+      return out;
     });
   }
 

@@ -170,6 +170,7 @@ export const APP_JS = String.raw`(function () {
       show($('no-factor'), st.Factors.length === 0);
       $('progress').textContent = st.Proven.length
         ? 'You proved ' + proofs(st.Proven) + '. One more step is needed' + (stepUp ? ' for what you asked to do.' : ' to sign in.')
+          + (st.Reason ? ' ' + st.Reason : '')
         : '';
       if (first) first.focus();
     });

@@ -174,6 +174,11 @@ describe.each(backends())('the permission matrix of docs/api.md holds on %s', (b
       'Tenant.IntegrityWrite': 3,
       'Tenant.IntegrityCredentials': 3,
       'Tenant.IntegrityAdmin': 4,
+      'Tenant.ScriptTimeLimitMs': 1000,
+      'Tenant.ScriptMemoryLimitBytes': 67_108_864,
+      'Tenant.ScriptStackLimitBytes': 1_048_576,
+      'Tenant.ScriptOutputLimitBytes': 1_048_576,
+      'Tenant.ScriptLogRetentionSeconds': 31_536_000,
     };
     expect(Object.hasOwn(values, `${kind}.${field}`), `a privileged value for ${kind}.${field}`).toBe(true);
     return values[`${kind}.${field}`];

@@ -137,7 +137,8 @@ export async function sessionAuthenticator(
     integrityLevel: s.level,
     deviceId: s.deviceId,
   });
-  const need = requiredLevel(tenant, classify(req, admin));
+  // A sign-in script may have asked for more than the tenant does (docs/scripts.md).
+  const need = Math.max(requiredLevel(tenant, classify(req, admin)), s.data.ScriptLevel ?? 0);
   if (s.level >= need) return principal(admin ? 'admin' : 'user');
   if (enforce) {
     throw await refuse(

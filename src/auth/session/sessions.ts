@@ -21,6 +21,10 @@ export interface SessionData {
   BoostLevel?: number;
   /** The session's token changed server-side (boost): rotate again at the holder's next request. */
   RotatePending?: boolean;
+  /** A sign-in script requires this level before the session is authorized (docs/scripts.md). */
+  ScriptLevel?: number;
+  /** The script's reason for ScriptLevel, shown to the person (AuthResponse.Reason). */
+  ScriptReason?: string;
 }
 
 export interface Session {

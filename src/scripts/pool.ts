@@ -1,0 +1,158 @@
+import { createRequire } from 'node:module';
+import { availableParallelism } from 'node:os';
+import { Worker } from 'node:worker_threads';
+import { type SandboxJob, type SandboxResult, sandboxWorker } from './worker.js';
+
+/*
+ * Scripts run in worker threads, never on the service's event loop: a script that spins until its
+ * time limit occupies one worker, while the service goes on answering other requests. Each worker
+ * runs one job at a time; jobs wait in a bounded queue. Every wait has a bound: a job's queue wait
+ * (QUEUE_WAIT_MS) and its run (its time limit + WATCHDOG_GRACE_MS, after which the worker is
+ * terminated and replaced). A job that cannot run answers as a limit hit ('queue' or 'time').
+ */
+
+/** How long a job may wait for a free worker before it fails safe. */
+export const QUEUE_WAIT_MS = 2000;
+/** Jobs waiting at most; more fail at once (limit 'queue'). */
+export const QUEUE_MAX = 1000;
+/** Beyond a job's time limit, how long the worker may take to answer before it is terminated. */
+export const WATCHDOG_GRACE_MS = 1000;
+
+export type Job = Omit<SandboxJob, 'id'>;
+
+interface Pending {
+  job: SandboxJob;
+  resolve: (r: SandboxResult) => void;
+  queued: ReturnType<typeof setTimeout> | undefined;
+}
+
+class Slot {
+  worker: Worker | undefined;
+  ready = false;
+  current: Pending | undefined;
+  watchdog: ReturnType<typeof setTimeout> | undefined;
+}
+
+const failed = (id: number, limit: string, error: string): SandboxResult => ({
+  id,
+  result: undefined,
+  console: [],
+  error,
+  compileError: false,
+  limits: limit ? [limit] : [],
+  durationMs: 0,
+});
+
+export class SandboxPool {
+  private readonly slots: Slot[];
+  private readonly queue: Pending[] = [];
+  private nextId = 1;
+  private readonly quickjs = createRequire(import.meta.url).resolve('quickjs-emscripten');
+  /** Workers replaced after a watchdog or a crash (for tests and logs). */
+  restarts = 0;
+
+  constructor(size = Math.max(1, Math.min(2, availableParallelism()))) {
+    this.slots = Array.from({ length: size }, () => new Slot());
+    for (const s of this.slots) this.spawn(s);
+  }
+
+  run(job: Job): Promise<SandboxResult> {
+    const id = this.nextId++;
+    return new Promise((resolve) => {
+      const p: Pending = { job: { ...job, id }, resolve, queued: undefined };
+      const free = this.slots.find((s) => s.ready && !s.current);
+      if (free) return this.start(free, p);
+      if (this.queue.length >= QUEUE_MAX)
+        return resolve(failed(id, 'queue', 'too many scripts waiting to run'));
+      p.queued = setTimeout(() => {
+        const i = this.queue.indexOf(p);
+        if (i >= 0) this.queue.splice(i, 1);
+        resolve(failed(id, 'queue', 'no sandbox became free in time'));
+      }, QUEUE_WAIT_MS);
+      p.queued.unref();
+      this.queue.push(p);
+    });
+  }
+
+  /** Ends every worker (tests; the workers never keep the process alive anyway). */
+  async close(): Promise<void> {
+    for (const s of this.slots) {
+      const w = s.worker;
+      s.worker = undefined;
+      s.ready = false;
+      if (w) await w.terminate();
+    }
+  }
+
+  private spawn(slot: Slot) {
+    const w = new Worker(`(${sandboxWorker.toString()})()`, {
+      eval: true,
+      workerData: { quickjs: this.quickjs },
+      resourceLimits: { maxOldGenerationSizeMb: 256 },
+    });
+    w.unref();
+    slot.worker = w;
+    slot.ready = false;
+    w.on('message', (m: SandboxResult & { ready?: boolean; fatal?: string }) => {
+      if (slot.worker !== w) return;
+      if (m.ready) {
+        slot.ready = true;
+        this.next(slot);
+        return;
+      }
+      const p = slot.current;
+      if (!p || p.job.id !== m.id) return;
+      this.finish(slot, m.fatal ? failed(m.id, '', 'the sandbox failed; the run was abandoned') : m);
+    });
+    const replace = () => {
+      if (slot.worker !== w) return;
+      slot.worker = undefined;
+      slot.ready = false;
+      const p = slot.current;
+      if (p) this.finish(slot, failed(p.job.id, '', 'the sandbox failed; the run was abandoned'));
+      this.restarts++;
+      this.spawn(slot);
+    };
+    w.on('error', replace);
+    w.on('exit', replace);
+  }
+
+  private start(slot: Slot, p: Pending) {
+    if (p.queued) clearTimeout(p.queued);
+    slot.current = p;
+    slot.watchdog = setTimeout(() => {
+      // The worker did not answer in time (its interrupt handler could not stop it): replace it.
+      const w = slot.worker;
+      slot.worker = undefined;
+      slot.ready = false;
+      this.finish(slot, failed(p.job.id, 'time', 'time limit exceeded; the sandbox was terminated'));
+      this.restarts++;
+      if (w) void w.terminate();
+      this.spawn(slot);
+    }, p.job.timeMs + WATCHDOG_GRACE_MS);
+    slot.watchdog.unref();
+    slot.worker?.postMessage(p.job);
+  }
+
+  private finish(slot: Slot, r: SandboxResult) {
+    const p = slot.current;
+    slot.current = undefined;
+    if (slot.watchdog) clearTimeout(slot.watchdog);
+    slot.watchdog = undefined;
+    p?.resolve(r);
+    this.next(slot);
+  }
+
+  private next(slot: Slot) {
+    if (!slot.ready || slot.current) return;
+    const p = this.queue.shift();
+    if (p) this.start(slot, p);
+  }
+}
+
+let shared: SandboxPool | undefined;
+/** The process's pool, made at first use. */
+export function sandboxPool(): SandboxPool {
+  shared ??= new SandboxPool();
+  return shared;
+}

@@ -1,0 +1,318 @@
+import type { QuickJSContext, QuickJSHandle, QuickJSRuntime, QuickJSWASMModule } from 'quickjs-emscripten';
+
+/*
+ * The code of a sandbox worker thread. `sandboxWorker` is sent to the worker as source text
+ * (Function.prototype.toString, see pool.ts), so it must be self-contained: no imports (only
+ * types), no module-level names; it loads quickjs-emscripten with `require` from the path the
+ * pool resolved. The same text runs whether the service runs from dist (tsc) or from src (Vitest).
+ *
+ * Per run: the runtime of the worker (reused while healthy, and recreated after a memory or
+ * stack limit was hit) gets the job's limits, then a fresh context runs the prelude, the script,
+ * and the script's `hook(input)`. The context is disposed after the run, so nothing a script
+ * does (globals, polluted prototypes) survives into the next run.
+ */
+
+/** What the pool sends for one run. */
+export interface SandboxJob {
+  id: number;
+  source: string;
+  /** JSON text of the hook's input. */
+  input: string;
+  /** JSON text of what the host API gives: {user, groups, tenant}. */
+  data: string;
+  timeMs: number;
+  memoryBytes: number;
+  stackBytes: number;
+  outputBytes: number;
+  /** Report a syntax error as compile failure (POST /scripts/test). */
+  checkCompile: boolean;
+  /** Call hook(input) after evaluating the script (false: only load it). */
+  callHook: boolean;
+}
+
+/** What the worker answers. `result` is JSON text made inside the sandbox; the host only parses it. */
+export interface SandboxResult {
+  id: number;
+  result: string | undefined;
+  console: string[];
+  error: string;
+  compileError: boolean;
+  limits: string[];
+  durationMs: number;
+}
+
+export function sandboxWorker(): void {
+  const threads = require('node:worker_threads') as typeof import('node:worker_threads');
+  const port = threads.parentPort;
+  const qjsPath = (threads.workerData as { quickjs: string }).quickjs;
+  const qjs = require(qjsPath) as typeof import('quickjs-emscripten');
+  // A lower CPU priority for this thread (on Linux, priority 0 names the calling thread): spinning
+  // scripts yield the cores to the event loop and the database.
+  try {
+    (require('node:os') as typeof import('node:os')).setPriority(0, 5);
+  } catch {
+    // not permitted here: the worker runs at the process's priority
+  }
+
+  // The prelude runs first in every fresh context: it keeps its own references to JSON and the
+  // host's log function, builds `console` and `gatehouse`, and returns the control function the
+  // host calls ('data' sets what the host API answers, 'call' runs hook(input)). The script can
+  // replace any global afterwards; the host holds the control function's handle.
+  const PRELUDE = `(function (hostLog) {
+    'use strict';
+    const parse = JSON.parse, stringify = JSON.stringify, freeze = Object.freeze;
+    let dataText = '{"user":null,"groups":[],"tenant":{}}';
+    const fmt = (args) => {
+      let s = '';
+      for (let i = 0; i < args.length; i++) {
+        const a = args[i];
+        let t;
+        if (typeof a === 'string') t = a;
+        else { try { t = stringify(a); } catch (e) { t = undefined; } if (t === undefined) t = '' + a; }
+        s += (i > 0 ? ' ' : '') + t;
+      }
+      return s;
+    };
+    const line = (level) => function () { hostLog(level, fmt(arguments)); };
+    globalThis.console = freeze({ log: line('info'), info: line('info'), warn: line('warn'), error: line('error'), debug: line('info') });
+    globalThis.gatehouse = freeze({
+      log: line('info'),
+      user: () => parse(dataText).user,
+      groups: () => parse(dataText).groups,
+      tenant: () => parse(dataText).tenant,
+    });
+    return function (op, text) {
+      if (op === 'data') { dataText = text; return undefined; }
+      if (typeof globalThis.hook !== 'function') throw new TypeError('the script defines no function hook(input)');
+      const out = globalThis.hook(parse(text));
+      if (out !== null && typeof out === 'object' && typeof out.then === 'function')
+        throw new TypeError('hook(input) must return a value, not a promise');
+      return out === undefined ? undefined : stringify(out);
+    };
+  })`;
+
+  let mod: QuickJSWASMModule | undefined;
+  let rt: QuickJSRuntime | undefined;
+
+  /** What the host's log function of a context writes to: the run under way. */
+  interface RunState {
+    out: SandboxResult;
+    outputBytes: number;
+    outputUsed: number;
+    outputHit: boolean;
+  }
+  /** A fresh context with the prelude run, made while the worker is idle (a warm sandbox). */
+  interface Prepared {
+    vm: QuickJSContext;
+    control: QuickJSHandle;
+    handles: QuickJSHandle[];
+    state: { run: RunState | undefined };
+  }
+  let prepared: Prepared | undefined;
+
+  const prepare = (): Prepared => {
+    if (!mod) throw new Error('sandbox not ready');
+    if (!rt) rt = mod.newRuntime();
+    const vm = rt.newContext();
+    const state: Prepared['state'] = { run: undefined };
+    const log = vm.newFunction('log', (levelH, textH) => {
+      const r = state.run;
+      if (!r) return;
+      const lineText = `${vm.getString(levelH)}: ${vm.getString(textH)}`;
+      r.outputUsed += lineText.length + 1;
+      if (r.outputUsed > r.outputBytes) {
+        r.outputHit = true;
+        throw new Error('output limit exceeded');
+      }
+      r.out.console.push(lineText);
+    });
+    const pre = vm.evalCode(PRELUDE, 'prelude.js');
+    if (pre.error) {
+      pre.error.dispose();
+      throw new Error('the prelude failed');
+    }
+    const made = vm.callFunction(pre.value, vm.undefined, log);
+    if (made.error) {
+      made.error.dispose();
+      throw new Error('the prelude failed');
+    }
+    return { vm, control: made.value, handles: [log, pre.value, made.value], state };
+  };
+
+  const errorText = (vm: QuickJSContext, h: QuickJSHandle): { text: string; name: string } => {
+    const e = vm.dump(h) as unknown;
+    if (e && typeof e === 'object') {
+      const o = e as { name?: unknown; message?: unknown };
+      const name = typeof o.name === 'string' ? o.name : 'Error';
+      return { name, text: `${name}: ${typeof o.message === 'string' ? o.message : ''}` };
+    }
+    return { name: 'Error', text: `uncaught ${String(e)}` };
+  };
+
+  const run = (job: SandboxJob): SandboxResult => {
+    const t0 = performance.now();
+    const out: SandboxResult = {
+      id: job.id,
+      result: undefined,
+      console: [],
+      error: '',
+      compileError: false,
+      limits: [],
+      durationMs: 0,
+    };
+    const p = prepared ?? prepare();
+    prepared = undefined;
+    const runtime = rt as QuickJSRuntime;
+    runtime.setMemoryLimit(job.memoryBytes);
+    runtime.setMaxStackSize(job.stackBytes);
+    // The clock starts when the script's own code starts (below), not during the host's set-up.
+    let deadline = Number.POSITIVE_INFINITY;
+    let timedOut = false;
+    runtime.setInterruptHandler(() => {
+      if (Date.now() > deadline) timedOut = true;
+      return timedOut;
+    });
+    const { vm, control } = p;
+    const state: RunState = { out, outputBytes: job.outputBytes, outputUsed: 0, outputHit: false };
+    p.state.run = state;
+    const handles = p.handles;
+    const keep = (h: QuickJSHandle) => {
+      handles.push(h);
+      return h;
+    };
+    const limitFor = (name: string, text: string) => {
+      if (timedOut || text.endsWith('interrupted')) return 'time';
+      if (state.outputHit) return 'output';
+      if (text.includes('stack overflow')) return 'stack';
+      if (text.includes('out of memory') || name === 'null') return 'memory';
+      return '';
+    };
+    const fail = (h: QuickJSHandle) => {
+      const { name, text } = errorText(vm, h);
+      h.dispose();
+      const limit = limitFor(name, text);
+      if (limit) {
+        out.limits.push(limit);
+        out.error = `${limit} limit exceeded`;
+      } else out.error = text.slice(0, 2048);
+      return name;
+    };
+    try {
+      const set = vm.callFunction(
+        control,
+        vm.undefined,
+        keep(vm.newString('data')),
+        keep(vm.newString(job.data)),
+      );
+      if (set.error) {
+        fail(set.error);
+        return out;
+      }
+      set.value.dispose();
+      deadline = Date.now() + job.timeMs;
+      if (job.checkCompile) {
+        const compiled = vm.evalCode(job.source, 'script.js', { compileOnly: true });
+        if (compiled.error) {
+          const name = fail(compiled.error);
+          out.compileError = name === 'SyntaxError' && out.limits.length === 0;
+          return out;
+        }
+        compiled.value.dispose();
+      }
+      const evaluated = vm.evalCode(job.source, 'script.js', { type: 'global' });
+      if (evaluated.error) {
+        fail(evaluated.error);
+        return out;
+      }
+      evaluated.value.dispose();
+      if (!job.callHook) return out;
+      const called = vm.callFunction(
+        control,
+        vm.undefined,
+        keep(vm.newString('call')),
+        keep(vm.newString(job.input)),
+      );
+      if (called.error) {
+        fail(called.error);
+        return out;
+      }
+      const r = called.value;
+      const type = vm.typeof(r);
+      if (type === 'string') {
+        const text = vm.getString(r);
+        if (text.length + state.outputUsed > job.outputBytes) {
+          out.limits.push('output');
+          out.error = 'output limit exceeded';
+        } else out.result = text;
+      } else if (type !== 'undefined') out.error = 'the result cannot be represented as JSON';
+      r.dispose();
+      return out;
+    } finally {
+      p.state.run = undefined;
+      // The next context is prepared under no deadline (this run's handler may have fired).
+      runtime.removeInterruptHandler();
+      for (const h of handles) if (h.alive) h.dispose();
+      try {
+        vm.dispose();
+      } catch {
+        rt = undefined; // an inconsistent runtime is dropped (and its memory with it, below)
+      }
+      // After a memory or stack limit the runtime may hold garbage the context left: start afresh.
+      if (rt && out.limits.some((l) => l === 'memory' || l === 'stack')) {
+        try {
+          rt.dispose();
+        } catch {
+          mod = undefined;
+        }
+        rt = undefined;
+      }
+      out.durationMs = performance.now() - t0;
+    }
+  };
+
+  qjs.newQuickJSWASMModule().then(
+    (m: QuickJSWASMModule) => {
+      mod = m;
+      // One run before the first job, so a job does not pay for the WebAssembly warming up.
+      try {
+        run({
+          id: 0,
+          source: 'function hook(i) { console.log(JSON.stringify(i)); return [i, gatehouse.user()]; }',
+          input: '{"a":[1,"x"]}',
+          data: '{"user":{},"groups":[],"tenant":{}}',
+          timeMs: 1000,
+          memoryBytes: 16 << 20,
+          stackBytes: 256 << 10,
+          outputBytes: 65536,
+          checkCompile: true,
+          callHook: true,
+        });
+        prepared = prepare();
+      } catch {
+        process.exit(1);
+      }
+      port?.on('message', (job: SandboxJob) => {
+        let res: SandboxResult;
+        try {
+          res = run(job);
+        } catch (e) {
+          // The WebAssembly module itself failed (an abort): this worker is done; the pool replaces it.
+          port.postMessage({ id: job.id, fatal: String(e) });
+          process.exit(1);
+        }
+        port.postMessage(res);
+        if (!mod) process.exit(0);
+        // Ready the next run's context while idle.
+        try {
+          prepared = prepare();
+        } catch {
+          process.exit(1);
+        }
+      });
+      port?.postMessage({ ready: true });
+    },
+    (e: unknown) => {
+      port?.postMessage({ fatal: String(e) });
+    },
+  );
+}
