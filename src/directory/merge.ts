@@ -1,4 +1,5 @@
 import { decryptSecret, encryptSecret } from '../auth/factors/secrets.js';
+import { moveReferenceVideo } from '../auth/factors/vouch/videos.js';
 import { deleteUserSessions } from '../auth/session/sessions.js';
 import { ApiError } from '../core/errors.js';
 import { Account } from '../objects/account.js';
@@ -125,6 +126,7 @@ export async function mergeUsers(ctx: ServiceContext, toId: string, fromId: stri
 
   await moveMemberships(ctx, fromId, toId);
   await moveAccounts(ctx, fromId, toId);
+  await moveReferenceVideo(ctx, fromId, toId);
   for (const { type, fields } of PER_USER_RECORDS) {
     for (const field of fields) {
       for (const r of await allOf(ctx.store, type, [eq(field, fromId)])) {

@@ -188,6 +188,21 @@ export function videoStream(ctx: Pick<ServiceContext, 'db'>, v: VideoInfo): Read
   });
 }
 
+/**
+ * A user merged into another (src/directory/merge.ts): the reference video goes with the other
+ * sign-in credentials to the target when the target has none, and is deleted otherwise (a
+ * disabled, merged user vouches for nothing). Idempotent.
+ */
+export async function moveReferenceVideo(ctx: Pick<ServiceContext, 'db'>, fromId: string, toId: string) {
+  const from = referenceOwner(fromId);
+  if (await videoInfo(ctx, referenceOwner(toId))) return deleteVideos(ctx, from);
+  await vdb(ctx)
+    .updateTable('videos')
+    .set({ owner: referenceOwner(toId) })
+    .where('owner', '=', from)
+    .execute();
+}
+
 /** Deletes the owner's videos (complete or not). */
 export async function deleteVideos(ctx: Pick<ServiceContext, 'db'>, owner: string): Promise<void> {
   const db = vdb(ctx);
