@@ -54,6 +54,8 @@ export async function registerEventRoutes(app: FastifyInstance, ctx: ServiceCont
   app.route({
     method: 'GET',
     url: '/events',
+    // A session still signing in may follow its own AuthResponse (kind Auth) and nothing else.
+    config: { followSignIn: true },
     preHandler: async (req, reply) => {
       // Cookies ride along on cross-site websocket handshakes (no CORS for websockets): a
       // session-authenticated stream must come from our own origin (cross-site websocket hijacking).

@@ -27,6 +27,11 @@ declare module 'fastify' {
   interface FastifyContextConfig {
     /** required (default): 401 without credentials; optional: principal if any; none: not even looked at. */
     auth?: 'required' | 'optional' | 'none';
+    /**
+     * A signed-in session below the required level is admitted with no scopes: it may follow its
+     * own sign-in and nothing else (GET /events, kind Auth, for the waiting sign-in pages).
+     */
+    followSignIn?: boolean;
   }
 }
 

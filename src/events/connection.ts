@@ -17,7 +17,7 @@ import {
   StreamError,
 } from './protocol.js';
 import type { takeSnapshot } from './snapshot.js';
-import type { SessionChange } from './special.js';
+import type { ObjectChange, SessionChange } from './special.js';
 import { Subscription } from './subscription.js';
 import type { EventHubOptions, EventSocket } from './types.js';
 
@@ -32,6 +32,7 @@ export interface ConnectionHub {
   /** How subscriptions read their snapshot. */
   snapshot: typeof takeSnapshot;
   onSessionChange(fn: (ev: SessionChange) => Promise<void>): () => void;
+  onObjectChange(fn: (ev: ObjectChange) => void): () => void;
   register(sub: Subscription): void;
   detach(conn: Connection): void;
 }
@@ -159,6 +160,7 @@ export class Connection {
           logger: this.hub.logger,
           service: this.hub.ctx,
           onSessionChange: (fn) => this.hub.onSessionChange(fn),
+          onObjectChange: (fn) => this.hub.onObjectChange(fn),
           send: (frame) => this.send({ ...frame, Kind: req.Kind }),
           caughtUp: () => this.send(markerFrame(req.Kind)),
         });

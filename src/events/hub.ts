@@ -13,7 +13,7 @@ import type { Change } from '../store/objects.js';
 import { Connection, type ConnectionHub } from './connection.js';
 import { CloseCodes, INTEGRITY_CHANGED, RESYNC } from './protocol.js';
 import { takeSnapshot } from './snapshot.js';
-import type { SessionChange } from './special.js';
+import type { ObjectChange, SessionChange } from './special.js';
 import { Outgoing, type Subscription } from './subscription.js';
 import { ChangeTailer, SIGNALS_CHANNEL } from './tailer.js';
 import type { EventHubOptions, EventSocket } from './types.js';
@@ -54,6 +54,7 @@ export class EventHub implements ConnectionHub {
   private readonly instanceId = randomUUID();
   private readonly sessionListeners = new Set<(ev: SessionChange) => Promise<void>>();
   private sessionQueue: Promise<void> = Promise.resolve();
+  private readonly objectListeners = new Set<(ev: ObjectChange) => void>();
   /** Session writes of this process (the sign-in code's sessionEvents). */
   private readonly onLocalSession = (ev: SessionChange) => {
     this.sessionChanged(ev);
@@ -101,6 +102,12 @@ export class EventHub implements ConnectionHub {
   onSessionChange(fn: (ev: SessionChange) => Promise<void>): () => void {
     this.sessionListeners.add(fn);
     return () => this.sessionListeners.delete(fn);
+  }
+
+  /** Every object written, as the change log delivers it (special kinds that depend on objects). */
+  onObjectChange(fn: (ev: ObjectChange) => void): () => void {
+    this.objectListeners.add(fn);
+    return () => this.objectListeners.delete(fn);
   }
 
   private async checkSessions(ev: SessionChange) {
@@ -276,6 +283,8 @@ export class EventHub implements ConnectionHub {
   private fanOut(changes: Change[]) {
     for (const change of changes) {
       const o = new Outgoing(change);
+      for (const fn of this.objectListeners)
+        fn({ type: change.type, id: change.id, deleted: change.data === null });
       if (change.type === APIKey.kind || change.type === User.kind) this.watchCredentials(o);
       else if (change.type === Tenant.kind) this.watchTenantLevels(o);
       const subs = this.byKind.get(change.type);
@@ -314,7 +323,8 @@ export class EventHub implements ConnectionHub {
     if (o.change.data === null) return;
     for (const conn of [...this.connections]) {
       const p = conn.principal;
-      if (p.via !== 'session' || !conn.request) continue;
+      // A session still signing in (no scopes, kind Auth only) was below the level already.
+      if (p.via !== 'session' || !conn.request || p.scopes.size === 0) continue;
       const need = requiredLevel(o.parsed, classify(conn.request, p.scopes.has('admin')));
       if ((p.integrityLevel ?? 0) < need)
         conn.close(CloseCodes.CredentialsRevoked, `the tenant now requires integrity level ${need}`);

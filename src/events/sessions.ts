@@ -1,13 +1,17 @@
 import { requiredLevel, tenantDoc } from '../auth/integrity.js';
 import { authResponse, otherSession } from '../auth/response.js';
 import { listSessions, sessionById } from '../auth/session/sessions.js';
+import { Tenant } from '../objects/tenant.js';
+import { User } from '../objects/user.js';
 import { StreamError } from './protocol.js';
 import type { SessionChange, SpecialKind, SpecialKindContext } from './special.js';
 
 /**
  * Kind Auth: the current session's AuthResponse (as POST /auth answers without an intent, against
  * the tenant's read level), one frame with the session ID, the marker, then a frame whenever it
- * changes. A change of integrity level is followed by the StatusCode 100 frame and the close.
+ * changes: a write to the session, to its user (Active, an enrolled factor, the e-mail address:
+ * every factor step that does not touch the session writes the user) or to the tenant (the
+ * required level). A change of integrity level is followed by the StatusCode 100 frame and the close.
  */
 export const authKind: SpecialKind = {
   async subscribe(ctx) {
@@ -17,7 +21,9 @@ export const authKind: SpecialKind = {
       throw new StreamError(404, 'Auth follows the current session only: omit ID or give its ID');
     const { service } = ctx;
     let last = '';
-    const push = async () => {
+    // One read-and-send at a time, in order: a slow read must not send an older state after a newer one.
+    let queue: Promise<void> = Promise.resolve();
+    const read = async () => {
       const s = await sessionById(service, sid);
       const need = requiredLevel(await tenantDoc(service), 'read');
       const item = s ? JSON.stringify(await authResponse(service, s, need)) : '{}';
@@ -25,9 +31,32 @@ export const authKind: SpecialKind = {
       last = item;
       ctx.send({ ID: sid, Item: JSON.parse(item) as Record<string, unknown> });
     };
+    const push = () => {
+      const next = queue.then(read);
+      queue = next.catch((err) => ctx.logger.warn({ err }, 'event stream: cannot read the AuthResponse'));
+      return next;
+    };
+    const userId = ctx.principal.userId;
+    let live = false;
+    const offObjects = ctx.onObjectChange((ev) => {
+      if (!live) return; // before the marker, followAfterSnapshot's reads cover it
+      if ((ev.type === User.kind && ev.id === userId) || ev.type === Tenant.kind) void push().catch(() => {});
+    });
     const relevant = (ev: SessionChange) =>
-      ev.sessionId === sid || (ev.sessionId === '' && ev.userId === ctx.principal.userId);
-    return followAfterSnapshot(ctx, relevant, push, push);
+      ev.sessionId === sid || (ev.sessionId === '' && ev.userId === userId);
+    try {
+      const off = await followAfterSnapshot(ctx, relevant, push, push);
+      live = true;
+      // A user or tenant write between the snapshot and now: read once more (deduplicated).
+      await push();
+      return () => {
+        off();
+        offObjects();
+      };
+    } catch (err) {
+      offObjects();
+      throw err;
+    }
   },
 };
 
@@ -39,6 +68,8 @@ export const otherSessionKind: SpecialKind = {
   async subscribe(ctx) {
     const userId = ctx.principal.userId;
     if (userId === '') throw new StreamError(400, 'OtherSession needs credentials that belong to a user');
+    if (ctx.principal.scopes.size === 0)
+      throw new StreamError(403, 'OtherSession needs a signed-in session: finish signing in first');
     const { service } = ctx;
     const current = ctx.principal.sessionId;
     const shown = new Map<string, string>();

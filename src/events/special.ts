@@ -18,6 +18,11 @@ export interface SpecialKindContext {
    * checks the integrity level of the affected streams); returns the unsubscribe function.
    */
   onSessionChange(fn: (ev: SessionChange) => Promise<void>): () => void;
+  /**
+   * Calls `fn` with the kind and ID of every object written (from the change log, so writes of
+   * every instance); returns the unsubscribe function.
+   */
+  onObjectChange(fn: (ev: ObjectChange) => void): () => void;
   /** Sends a frame; Kind is filled in. Returns false once the connection is closing. */
   send(frame: ListItemFrame): boolean;
   /** Sends the catch-up marker (ID ""). Call it once, after the current state. */
@@ -37,5 +42,12 @@ export interface SpecialKind {
 export interface SessionChange {
   userId: string;
   sessionId: string;
+  deleted: boolean;
+}
+
+/** An object written (the change log's type and ID); deleted when it is gone. */
+export interface ObjectChange {
+  type: string;
+  id: string;
   deleted: boolean;
 }

@@ -140,6 +140,8 @@ export async function sessionAuthenticator(
   // A sign-in script may have asked for more than the tenant does (docs/scripts.md).
   const need = Math.max(requiredLevel(tenant, classify(req, admin)), s.data.ScriptLevel ?? 0);
   if (s.level >= need) return principal(admin ? 'admin' : 'user');
+  if (enforce && req.routeOptions.config?.followSignIn === true)
+    return { ...principal('user'), scopes: new Set() };
   if (enforce) {
     throw await refuse(
       'InsufficientIntegrity',
