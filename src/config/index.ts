@@ -1,17 +1,24 @@
 import { type ConfigSources, loadSections } from './load.js';
-import { serverSection } from './server.js';
+import { mailSection, serverSection } from './server.js';
 import type { SectionValues } from './setting.js';
 
 export { ConfigError } from './load.js';
 
 export interface ServiceConfig {
   server: SectionValues<typeof serverSection>;
+  mail: SectionValues<typeof mailSection>;
 }
 
 /** Settings of `gatehouse serve` (and the commands that open its database). */
 export function loadServiceConfig(sources: ConfigSources): ServiceConfig {
   // A shared file may also hold the proxy's sections; those are the proxy's to validate.
-  return loadSections({ server: serverSection }, sources, ['proxy', 'auth', 'redirect', 'acme', 'prefix']);
+  return loadSections({ server: serverSection, mail: mailSection }, sources, [
+    'proxy',
+    'auth',
+    'redirect',
+    'acme',
+    'prefix',
+  ]);
 }
 
-export { serverSection };
+export { mailSection, serverSection };

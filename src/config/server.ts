@@ -127,3 +127,55 @@ export const serverSection = {
     description: 'Log level',
   }),
 };
+
+/**
+ * The `[mail]` section: how the service sends e-mail (sign-in links). With no `mail.host` each
+ * message is written to `mail.folder` instead, and the log says where (development).
+ */
+export const mailSection = {
+  host: str({
+    key: 'mail.host',
+    env: 'SVC_MAIL_HOST',
+    default: '',
+    description: 'SMTP server host name; empty: write each message to mail.folder instead',
+  }),
+  port: int({
+    key: 'mail.port',
+    env: 'SVC_MAIL_PORT',
+    default: 587,
+    min: 1,
+    max: 65535,
+    description: 'SMTP server port (587 submission with STARTTLS, 465 TLS, 25)',
+  }),
+  tls: oneOf(['starttls', 'tls', 'none'] as const, {
+    key: 'mail.tls',
+    env: 'SVC_MAIL_TLS',
+    default: 'starttls',
+    description:
+      'starttls: upgrade the connection and refuse to send without it; tls: TLS from the start (port 465); none: plain text (a local relay only)',
+  }),
+  user: str({
+    key: 'mail.user',
+    env: 'SVC_MAIL_USER',
+    default: '',
+    description: 'SMTP user name; empty: no authentication',
+  }),
+  password: str({
+    key: 'mail.password',
+    env: 'SVC_MAIL_PASSWORD',
+    default: '',
+    description: 'SMTP password (with mail.user)',
+  }),
+  from: str({
+    key: 'mail.from',
+    env: 'SVC_MAIL_FROM',
+    default: 'Gatehouse <gatehouse@localhost>',
+    description: 'Sender address of the messages',
+  }),
+  folder: str({
+    key: 'mail.folder',
+    env: 'SVC_MAIL_FOLDER',
+    default: './data/mail',
+    description: 'Where messages are written when mail.host is empty (development)',
+  }),
+};

@@ -1,0 +1,231 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { ApiError } from '../../../core/errors.js';
+import { User } from '../../../objects/user.js';
+import type { Doc } from '../../../schema/fields.js';
+import type { ServiceContext } from '../../../store/context.js';
+import { tenantDoc } from '../../integrity.js';
+import { hasAnyScope } from '../../permissions.js';
+import { type RateLimit, takeRequest } from '../../ratelimit.js';
+import { deleteSession, mutateSession, requestSession, sessionById } from '../../session/sessions.js';
+import { type Factor, FLOW, field, formIntent, formOf, identified, regulated } from '../factor.js';
+import { credentialChange, credentialChanged } from '../stepup.js';
+import { requestingDevice } from './device.js';
+import {
+  addLink,
+  dropLink,
+  findLink,
+  LINK_TTL_MS,
+  newToken,
+  type PendingLink,
+  parseToken,
+  spendLink,
+} from './links.js';
+import { createMailer } from './mailer.js';
+import { linkBase, linkMessage } from './message.js';
+
+/** Links a user can be sent: 3 at once, then one a minute (whoever asks, from wherever). */
+export const OTP_PER_USER: RateLimit = { name: 'otp-user', burst: 3, intervalMs: 60_000 };
+/** Links one address can receive (a user's several addresses count apart): as above. */
+export const OTP_PER_ADDRESS: RateLimit = { name: 'otp-email', burst: 3, intervalMs: 60_000 };
+/** Links one client address can ask for, across users. */
+export const OTP_PER_CLIENT: RateLimit = { name: 'otp-client', burst: 10, intervalMs: 30_000 };
+
+/** The user's verified addresses: the primary one, then the others (User.OtherEmails). */
+export function addressesOf(user: Doc): string[] {
+  const other = Array.isArray(user.OtherEmails) ? (user.OtherEmails as unknown[]).map(String) : [];
+  return [String(user.Email ?? ''), ...other].filter((a) => a !== '').map((a) => a.toLowerCase());
+}
+
+const enabled = (user: Doc, secret: Doc) => secret.OtpEnabled === true && addressesOf(user).length > 0;
+
+/** "a•••@example.com": enough to recognise an address on the page that asked, not to harvest it. */
+const masked = (email: string) => {
+  const at = email.lastIndexOf('@');
+  return at <= 0 ? '•••' : `${email[0]}•••${email.slice(at)}`;
+};
+
+/**
+ * The e-mail link (docs/signin.md, "E-mail links"). POST /auth/otp/start (form intent, optional
+ * email) sends a link to one of the signing-in user's verified addresses. Whoever opens it sees
+ * which device asked (browser, address, approximate position) and approves (POST /auth/otp/finish)
+ * or refuses (POST /auth/otp/refuse) with the link's token; approving raises the session that
+ * asked, never the device the link is opened on; refusing ends that session. The waiting page
+ * learns it from the event stream's Auth kind. Turned on per user in the security settings
+ * (PUT / DELETE /auth/enroll/otp, with step-up like every credential).
+ */
+export const otpFactor: Factor = {
+  name: 'otp',
+  kind: 'possession',
+  enrolled: enabled,
+  register(app, ctx) {
+    const mailer = createMailer(ctx.config.mail, ctx.logger);
+    app.addHook('onClose', async () => mailer.close());
+
+    app.post('/auth/otp/start', FLOW, async (req, reply) => {
+      const form = formOf(req);
+      const who = await identified(req, reply, ctx);
+      await formIntent(ctx, form, who.session);
+      if (!enabled(who.user.doc, who.secret))
+        throw new ApiError('Conflict', 'sign-in links by e-mail are not turned on for this account');
+      const addresses = addressesOf(who.user.doc);
+      const asked = field(form, 'email', { max: 254 })?.trim().toLowerCase();
+      if (asked !== undefined && !addresses.includes(asked))
+        throw new ApiError('InvalidField', "email must be one of the user's verified addresses", {
+          field: 'email',
+        });
+      const email = asked ?? (addresses[0] as string);
+      await takeRequest(ctx, OTP_PER_CLIENT, req.ip);
+      await takeRequest(ctx, OTP_PER_USER, `user:${who.user.id}`);
+      await takeRequest(ctx, OTP_PER_ADDRESS, `email:${email}`);
+
+      const { token, hash } = newToken(who.user.id);
+      const now = Date.now();
+      const link: PendingLink = {
+        Hash: hash,
+        SessionID: who.session.id,
+        Email: email,
+        Time: new Date(now).toISOString(),
+        Expires: now + LINK_TTL_MS,
+        Device: requestingDevice(who.session.data),
+      };
+      await addLink(ctx, who.user.id, link);
+      const tenant = await tenantDoc(ctx);
+      try {
+        await mailer.send(
+          linkMessage(String(tenant.Name || 'Gatehouse'), email, link, linkBase(ctx, tenant), token),
+        );
+      } catch (err) {
+        await dropLink(ctx, who.user.id, hash);
+        req.log.error({ err: { message: (err as Error).message } }, 'the sign-in link could not be sent');
+        throw new ApiError('Unavailable', 'the e-mail could not be sent; try again later', {
+          headers: { 'Retry-After': '60' },
+        });
+      }
+      reply.header('Cache-Control', 'no-store');
+      return reply
+        .code(200)
+        .type('application/json')
+        .send(JSON.stringify({ Email: masked(email), ExpireTime: new Date(link.Expires).toISOString() }));
+    });
+
+    app.post('/auth/otp/inspect', FLOW, async (req, reply) => {
+      const { link, userId } = await checked(req, ctx, false);
+      const user = await ctx.store.get(User, userId);
+      const { session: mine } = await requestSession(req, ctx);
+      const asking = await sessionById(ctx, link.SessionID);
+      reply.header('Cache-Control', 'no-store');
+      return reply
+        .code(200)
+        .type('application/json')
+        .send(
+          JSON.stringify({
+            Email: String(user?.doc.Email ?? ''),
+            SentTo: link.Email,
+            RequestTime: link.Time,
+            ExpireTime: new Date(link.Expires).toISOString(),
+            Device: link.Device,
+            SameDevice: asking !== undefined && mine !== undefined && mine.deviceId === asking.deviceId,
+          }),
+        );
+    });
+
+    app.post('/auth/otp/finish', FLOW, async (req, reply) => {
+      const { link, userId } = await checked(req, ctx, true);
+      // The session that asked gets the factor, whoever opened the link: this browser gets nothing.
+      const raised = await mutateSession(
+        ctx,
+        link.SessionID,
+        (cur) =>
+          cur.userId !== userId
+            ? cur
+            : {
+                ...cur,
+                factors: cur.factors.includes('otp') ? cur.factors : [...cur.factors, 'otp'],
+                // Its level changed from elsewhere: new token at its next request (fixation defence).
+                data: { ...cur.data, RotatePending: true },
+              },
+        { rotate: false },
+      );
+      if (!raised || raised.session.userId !== userId)
+        throw new ApiError('SessionConflict', 'the sign-in that asked for this link has ended');
+      return reply.code(204).send();
+    });
+
+    app.post('/auth/otp/refuse', FLOW, async (req, reply) => {
+      const { link, userId } = await checked(req, ctx, true);
+      const asking = await sessionById(ctx, link.SessionID);
+      if (asking && asking.userId === userId) await deleteSession(ctx, asking.id);
+      req.log.warn(
+        { userId, session: link.SessionID, address: link.Device.Address },
+        'a sign-in by e-mail link was refused by the mailbox owner; the asking session was ended',
+      );
+      return reply.code(204).send();
+    });
+
+    registerEnrolment(app, ctx);
+  },
+};
+
+/**
+ * The form `token` checked under regulation (counted per client address and, for the link's
+ * user, per device, like every code: 429 with X-Next-Attempt beyond the limit); 403 when it is
+ * not a live link. `spend` removes the link in the same step.
+ */
+async function checked(req: FastifyRequest, ctx: ServiceContext, spend: boolean) {
+  const token = field(formOf(req), 'token', { required: true, max: 200 }).trim();
+  const parsed = parseToken(token);
+  const userId = parsed?.userId ?? '';
+  const secret = userId ? await ctx.store.getSecret(User, userId) : {};
+  const { deviceId } = await requestSession(req, ctx);
+  let link: PendingLink | undefined;
+  await regulated(req, ctx, { userId, secret, deviceId }, 'otp', 'sign-in link', async () => {
+    if (!parsed) return false;
+    link = spend ? await spendLink(ctx, userId, parsed.secret) : findLink(secret, parsed.secret);
+    return link !== undefined;
+  });
+  return { link: link as PendingLink, userId };
+}
+
+/** GET (state), PUT (turn on), DELETE (turn off) /auth/enroll/otp; changes need step-up. */
+function registerEnrolment(app: FastifyInstance, ctx: ServiceContext) {
+  app.get('/auth/enroll/otp', async (req, reply) => {
+    const p = req.principal;
+    const named = (req.query as Record<string, unknown> | undefined)?.user;
+    let userId = p?.userId ?? '';
+    if (typeof named === 'string' && named !== '' && named !== userId) {
+      if (!p || !hasAnyScope(p, ['admin']))
+        throw new ApiError('Forbidden', "only administrators may read another user's settings");
+      userId = named;
+    }
+    const user = userId ? await ctx.store.get(User, userId) : undefined;
+    if (!user) throw new ApiError('NotFound', 'no such user');
+    const secret = await ctx.store.getSecret(User, userId);
+    return reply
+      .code(200)
+      .type('application/json')
+      .send(JSON.stringify({ Enabled: enabled(user.doc, secret), Addresses: addressesOf(user.doc) }));
+  });
+
+  app.put('/auth/enroll/otp', async (req, reply) => {
+    const change = await credentialChange(req, ctx, 'otp', 'set');
+    const user = await ctx.store.get(User, change.userId);
+    if (!user || addressesOf(user.doc).length === 0)
+      throw new ApiError('Conflict', 'the user has no e-mail address to send links to');
+    await ctx.store.systemPut(User, change.userId, (doc, s) =>
+      doc ? { doc, secret: { ...s, OtpEnabled: true } } : null,
+    );
+    await credentialChanged(req, reply, ctx, change, 'otp');
+    return reply.code(204).send();
+  });
+
+  app.delete('/auth/enroll/otp', async (req, reply) => {
+    const change = await credentialChange(req, ctx, 'otp', 'remove');
+    await ctx.store.systemPut(User, change.userId, (doc, s) => {
+      if (!doc) return null;
+      const { OtpEnabled: _e, OtpLinks: _l, ...rest } = s;
+      return { doc, secret: rest };
+    });
+    await credentialChanged(req, reply, ctx, change, 'otp');
+    return reply.code(204).send();
+  });
+}
