@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify';
+import { factors } from '../auth/factors/index.js';
 import { ErrorCodes } from '../core/errors.js';
 import { objectTypes } from '../objects/registry.js';
 import type { Field, FieldMap } from '../schema/fields.js';
@@ -191,7 +192,14 @@ export function openApiDocument(): Json {
         'Generic object API. Sign-in, events, groups and the proxy back channel are described in docs/.',
     },
     security: [{ bearer: [] }, { accessToken: [] }],
-    paths: Object.assign({}, ...objectTypes.map(pathsOf), VOUCH_PATHS, DIRECTORY_PATHS, SCRIPT_OPENAPI_PATHS),
+    paths: Object.assign(
+      {},
+      ...objectTypes.map(pathsOf),
+      VOUCH_PATHS,
+      DIRECTORY_PATHS,
+      SCRIPT_OPENAPI_PATHS,
+      ...factors.map((f) => f.paths ?? {}),
+    ),
     components: {
       securitySchemes: {
         bearer: {

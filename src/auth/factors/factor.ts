@@ -34,6 +34,8 @@ export interface Factor {
   /** Can this user use the factor now (so the sign-in pages offer it)? */
   enrolled?(user: Doc, secret: Doc): boolean;
   register(app: FastifyInstance, ctx: ServiceContext): void | Promise<void>;
+  /** OpenAPI 3.1 path items of its endpoints, merged into /openapi.json (src/api/openapi.ts). */
+  paths?: Record<string, Record<string, unknown>>;
 }
 
 export type Form = Record<string, string | string[]>;

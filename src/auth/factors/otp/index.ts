@@ -22,6 +22,7 @@ import {
 } from './links.js';
 import { createMailer } from './mailer.js';
 import { linkBase, linkMessage } from './message.js';
+import { otpPaths } from './openapi.js';
 
 /** Links a user can be sent: 3 at once, then one a minute (whoever asks, from wherever). */
 export const OTP_PER_USER: RateLimit = { name: 'otp-user', burst: 3, intervalMs: 60_000 };
@@ -57,6 +58,7 @@ export const otpFactor: Factor = {
   name: 'otp',
   kind: 'possession',
   enrolled: enabled,
+  paths: otpPaths,
   register(app, ctx) {
     const mailer = createMailer(ctx.config.mail, ctx.logger);
     app.addHook('onClose', async () => mailer.close());
