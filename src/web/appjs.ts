@@ -1,3 +1,5 @@
+import { OTP_JS } from './otp.js';
+
 /**
  * The sign-in pages' script (served as /signin/assets/app.js): plain JS, no build step, API calls only.
  * Over 400 lines because it is one file on purpose: the pages load exactly one script, allowed by
@@ -70,10 +72,10 @@ export const APP_JS = String.raw`(function () {
   }
 
   // ---- sign-in ---------------------------------------------------------------------------------
-  var FACTOR_FORMS = { password: 'f-password', pin: 'f-pin', totp: 'f-totp', backup: 'f-backup' };
-  var KIND = { password: 'knowledge', pin: 'knowledge', totp: 'possession', backup: 'possession', activation_code: 'invitation' };
-  var LABEL = { password: 'password', pin: 'PIN', totp: 'authenticator app', backup: 'a backup code', activation_code: 'activation code' };
-  var ORDER = ['password', 'totp', 'pin', 'backup'];
+  var FACTOR_FORMS = { password: 'f-password', pin: 'f-pin', totp: 'f-totp', backup: 'f-backup', otp: 'f-otp' };
+  var KIND = { password: 'knowledge', pin: 'knowledge', totp: 'possession', backup: 'possession', activation_code: 'invitation', otp: 'possession' };
+  var LABEL = { password: 'password', pin: 'PIN', totp: 'authenticator app', backup: 'a backup code', activation_code: 'activation code', otp: 'an e-mail link' };
+  var ORDER = ['password', 'totp', 'pin', 'backup', 'otp'];
   // What a person proved, in their words (for "You signed in with …").
   var PROOF = { password: 'your password', pin: 'your PIN', totp: 'your authenticator app', backup: 'a backup code', activation_code: 'your activation code',
     otp: 'a link sent to your e-mail', pstn: 'a code sent to your phone', mobile: 'your phone', u2f: 'your security key or passkey', vouch: 'a colleague vouching for you' };
@@ -207,6 +209,7 @@ export const APP_JS = String.raw`(function () {
     bindStep('f-totp', '/auth/totp', { code: 'totp' });
     bindStep('f-backup', '/auth/backup', { code: 'backup' });
     bindStep('f-activation', '/auth/activation_code', { code: 'activation' });
+    initOtpSignin();
     $('not-me').addEventListener('click', function () {
       api('POST', '/auth/signout').then(function () { alertBox('', ''); return renderSignin(); });
     });
@@ -316,6 +319,7 @@ export const APP_JS = String.raw`(function () {
         alertBox('ok', 'New backup codes generated. Each works once; earlier codes no longer work.');
       });
     });
+    initOtpEnroll();
     loadMe();
   }
 
@@ -420,9 +424,11 @@ export const APP_JS = String.raw`(function () {
     resumeDebug();
   }
 
+${OTP_JS}
   if (page === 'signin') initSignin();
   else if (page === 'enroll') initEnroll();
   else if (page === 'signout') initSignout();
   else if (page === 'debug') initDebug();
+  else if (page === 'otp') initOtpLink();
 })();
 `;

@@ -1,9 +1,10 @@
 /** Server-rendered HTML of the sign-in pages. Every dynamic value goes through esc(). */
 import { esc } from '../core/html.js';
 import { ICON_LINKS } from './favicon.js';
+import { OTP_ENROLL_CARD, OTP_LINK_MAIN, OTP_SIGNIN_FORM } from './otp.js';
 
 interface PageOpts {
-  page: 'signin' | 'enroll' | 'signout' | 'debug';
+  page: 'signin' | 'enroll' | 'signout' | 'debug' | 'otp';
   title: string;
   tenant: string;
   returnUrl?: string;
@@ -95,6 +96,7 @@ export function signinPage(
     ${factorForm('f-totp', 'Code from your authenticator app', '<input id="totp" name="code" inputmode="numeric" autocomplete="one-time-code" pattern="[0-9 ]*" maxlength="7" required>', 'totp', 'Verify code', 'Open your authenticator app and type the 6-digit code.')}
     ${factorForm('f-backup', 'Backup code', '<input id="backup" name="code" autocomplete="off" required>', 'backup', 'Use backup code', 'Each backup code works once.')}
     ${factorForm('f-activation', 'Activation code', '<input id="activation" name="code" autocomplete="off" required>', 'activation', 'Activate')}
+    ${OTP_SIGNIN_FORM}
     <div id="other-ways" class="row"></div>
     <p id="no-factor" class="alert error" hidden>No sign-in method is set up for this account. Ask an administrator to set a password.</p>
     <p class="muted"><a href="${esc(`/signin/vouch?${new URLSearchParams({ return: returnUrl, intent }).toString()}`)}">Lost your phone or key? Ask a colleague to vouch for you</a></p>
@@ -169,6 +171,7 @@ export function enrollPage(tenant: string, signedIn = false): string {
     <p class="muted">A short video of you. If you ever lose your sign-in methods, a colleague who vouches for you compares a new recording with it.</p>
     <p><a href="/signin/vouch/reference">View or record your reference video</a></p>
   </section>
+${OTP_ENROLL_CARD}
 </div>`,
   });
 }
@@ -225,4 +228,9 @@ export function debugPage(tenant: string, signedIn = false): string {
   <pre class="out" id="r-body"></pre>
 </section>`,
   });
+}
+
+/** The page a sign-in link opens (/signin/otp#<token>): who asked, approve or refuse. */
+export function otpLinkPage(tenant: string): string {
+  return layout({ page: 'otp', title: 'Approve a sign-in', tenant, main: OTP_LINK_MAIN });
 }
