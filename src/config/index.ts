@@ -1,5 +1,5 @@
 import { type ConfigSources, loadSections } from './load.js';
-import { mailSection, serverSection } from './server.js';
+import { mailSection, pstnSection, serverSection } from './server.js';
 import type { SectionValues } from './setting.js';
 
 export { ConfigError } from './load.js';
@@ -7,12 +7,13 @@ export { ConfigError } from './load.js';
 export interface ServiceConfig {
   server: SectionValues<typeof serverSection>;
   mail: SectionValues<typeof mailSection>;
+  pstn: SectionValues<typeof pstnSection>;
 }
 
 /** Settings of `gatehouse serve` (and the commands that open its database). */
 export function loadServiceConfig(sources: ConfigSources): ServiceConfig {
   // A shared file may also hold the proxy's sections; those are the proxy's to validate.
-  return loadSections({ server: serverSection, mail: mailSection }, sources, [
+  return loadSections({ server: serverSection, mail: mailSection, pstn: pstnSection }, sources, [
     'proxy',
     'auth',
     'redirect',
@@ -21,4 +22,4 @@ export function loadServiceConfig(sources: ConfigSources): ServiceConfig {
   ]);
 }
 
-export { mailSection, serverSection };
+export { mailSection, pstnSection, serverSection };

@@ -179,3 +179,50 @@ export const mailSection = {
     description: 'Where messages are written when mail.host is empty (development)',
   }),
 };
+
+/**
+ * The `[pstn]` section: how the service sends codes by SMS or voice call. `http` speaks the
+ * common SMS/voice HTTP API shape (account SID + token, form-encoded messages and calls);
+ * `folder` (development) writes each message to `pstn.folder` and logs where.
+ */
+export const pstnSection = {
+  provider: oneOf(['folder', 'http'] as const, {
+    key: 'pstn.provider',
+    env: 'SVC_PSTN_PROVIDER',
+    default: 'folder',
+    description: 'http: send through the provider API at pstn.baseurl; folder: write messages to pstn.folder',
+  }),
+  baseurl: str({
+    key: 'pstn.baseurl',
+    env: 'SVC_PSTN_BASEURL',
+    default: 'https://api.twilio.com',
+    description: 'Base URL of the provider API (…/2010-04-01/Accounts/<sid>/Messages.json and Calls.json)',
+    validate(v) {
+      if (!/^https?:\/\/[^\s/]+/.test(v)) throw new Error('must be an http(s) URL');
+    },
+  }),
+  accountsid: str({
+    key: 'pstn.accountsid',
+    env: 'SVC_PSTN_ACCOUNTSID',
+    default: '',
+    description: 'Account SID (the user name of the API)',
+  }),
+  token: str({
+    key: 'pstn.token',
+    env: 'SVC_PSTN_TOKEN',
+    default: '',
+    description: 'Auth token (the password of the API)',
+  }),
+  from: str({
+    key: 'pstn.from',
+    env: 'SVC_PSTN_FROM',
+    default: '',
+    description: 'Sender number in E.164 (+15551234567)',
+  }),
+  folder: str({
+    key: 'pstn.folder',
+    env: 'SVC_PSTN_FOLDER',
+    default: './data/pstn',
+    description: 'Where messages are written with pstn.provider=folder (development)',
+  }),
+};

@@ -32,6 +32,8 @@ export const ErrorCodes = {
   PayloadTooLarge: { status: 413, code: 'Payload Too Large' },
   UnsupportedMediaType: { status: 415, code: 'Unsupported Media Type' },
   UpgradeRequired: { status: 426, code: 'Upgrade Required' },
+  /** POST /auth/pstn/:id/start: the PSTN device's number has not been verified yet. */
+  DeviceNotVerified: { status: 422, code: 'Device Not Verified' },
   PreconditionRequired: { status: 428, code: 'Precondition Required' },
   TooManyRequests: { status: 429, code: 'Too Many Requests' },
   Internal: { status: 500, code: 'Internal Error' },

@@ -8,6 +8,7 @@ import { locationFactor } from './location/index.js';
 import { otpFactor } from './otp/index.js';
 import { passwordFactor } from './password/index.js';
 import { pinFactor } from './pin/index.js';
+import { pstnFactor } from './pstn/index.js';
 import { registerFactors } from './stepup.js';
 import { totpFactor } from './totp/index.js';
 import { vouchFactor } from './vouch/index.js';
@@ -24,6 +25,7 @@ export const factors: Factor[] = [
   boostFactor,
   vouchFactor,
   otpFactor,
+  pstnFactor,
 ];
 
 // The lists that lower modules read, filled once from the declarations above (those modules are
