@@ -1,4 +1,5 @@
 import { OTP_JS } from './otp.js';
+import { PSTN_JS } from './pstn.js';
 
 /**
  * The sign-in pages' script (served as /signin/assets/app.js): plain JS, no build step, API calls only.
@@ -72,10 +73,10 @@ export const APP_JS = String.raw`(function () {
   }
 
   // ---- sign-in ---------------------------------------------------------------------------------
-  var FACTOR_FORMS = { password: 'f-password', pin: 'f-pin', totp: 'f-totp', backup: 'f-backup', otp: 'f-otp' };
-  var KIND = { password: 'knowledge', pin: 'knowledge', totp: 'possession', backup: 'possession', activation_code: 'invitation', otp: 'possession' };
-  var LABEL = { password: 'password', pin: 'PIN', totp: 'authenticator app', backup: 'a backup code', activation_code: 'activation code', otp: 'an e-mail link' };
-  var ORDER = ['password', 'totp', 'pin', 'backup', 'otp'];
+  var FACTOR_FORMS = { password: 'f-password', pin: 'f-pin', totp: 'f-totp', backup: 'f-backup', otp: 'f-otp', pstn: 'f-pstn' };
+  var KIND = { password: 'knowledge', pin: 'knowledge', totp: 'possession', backup: 'possession', activation_code: 'invitation', otp: 'possession', pstn: 'possession' };
+  var LABEL = { password: 'password', pin: 'PIN', totp: 'authenticator app', backup: 'a backup code', activation_code: 'activation code', otp: 'an e-mail link', pstn: 'a code to your phone' };
+  var ORDER = ['password', 'totp', 'pin', 'backup', 'otp', 'pstn'];
   // What a person proved, in their words (for "You signed in with …").
   var PROOF = { password: 'your password', pin: 'your PIN', totp: 'your authenticator app', backup: 'a backup code', activation_code: 'your activation code',
     otp: 'a link sent to your e-mail', pstn: 'a code sent to your phone', mobile: 'your phone', u2f: 'your security key or passkey', vouch: 'a colleague vouching for you' };
@@ -169,6 +170,7 @@ export const APP_JS = String.raw`(function () {
         others.appendChild(b);
       });
       show($('f-activation'), false);
+      if (chosen === 'pstn') pstnLoad();
       show($('no-factor'), st.Factors.length === 0);
       $('progress').textContent = st.Proven.length
         ? 'You proved ' + proofs(st.Proven) + '. One more step is needed' + (stepUp ? ' for what you asked to do.' : ' to sign in.')
@@ -210,6 +212,7 @@ export const APP_JS = String.raw`(function () {
     bindStep('f-backup', '/auth/backup', { code: 'backup' });
     bindStep('f-activation', '/auth/activation_code', { code: 'activation' });
     initOtpSignin();
+    initPstnSignin();
     $('not-me').addEventListener('click', function () {
       api('POST', '/auth/signout').then(function () { alertBox('', ''); return renderSignin(); });
     });
@@ -320,6 +323,7 @@ export const APP_JS = String.raw`(function () {
       });
     });
     initOtpEnroll();
+    initPstnEnroll();
     loadMe();
   }
 
@@ -425,6 +429,7 @@ export const APP_JS = String.raw`(function () {
   }
 
 ${OTP_JS}
+${PSTN_JS}
   if (page === 'signin') initSignin();
   else if (page === 'enroll') initEnroll();
   else if (page === 'signout') initSignout();

@@ -2,6 +2,7 @@
 import { esc } from '../core/html.js';
 import { ICON_LINKS } from './favicon.js';
 import { OTP_ENROLL_CARD, OTP_LINK_MAIN, OTP_SIGNIN_FORM } from './otp.js';
+import { PSTN_ENROLL_CARD, PSTN_SIGNIN_FORM } from './pstn.js';
 
 interface PageOpts {
   page: 'signin' | 'enroll' | 'signout' | 'debug' | 'otp';
@@ -97,6 +98,7 @@ export function signinPage(
     ${factorForm('f-backup', 'Backup code', '<input id="backup" name="code" autocomplete="off" required>', 'backup', 'Use backup code', 'Each backup code works once.')}
     ${factorForm('f-activation', 'Activation code', '<input id="activation" name="code" autocomplete="off" required>', 'activation', 'Activate')}
     ${OTP_SIGNIN_FORM}
+    ${PSTN_SIGNIN_FORM}
     <div id="other-ways" class="row"></div>
     <p id="no-factor" class="alert error" hidden>No sign-in method is set up for this account. Ask an administrator to set a password.</p>
     <p class="muted"><a href="${esc(`/signin/vouch?${new URLSearchParams({ return: returnUrl, intent }).toString()}`)}">Lost your phone or key? Ask a colleague to vouch for you</a></p>
@@ -172,6 +174,7 @@ export function enrollPage(tenant: string, signedIn = false): string {
     <p><a href="/signin/vouch/reference">View or record your reference video</a></p>
   </section>
 ${OTP_ENROLL_CARD}
+${PSTN_ENROLL_CARD}
 </div>`,
   });
 }
