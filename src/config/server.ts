@@ -226,3 +226,31 @@ export const pstnSection = {
     description: 'Where messages are written with pstn.provider=folder (development)',
   }),
 };
+
+/**
+ * The `[push]` section: Web Push to the devices that approve sign-ins (POST /auth/mobile/start).
+ * The service posts to the endpoint a browser's subscription names: only endpoints on the listed
+ * push services are accepted, so a subscription cannot make the service post elsewhere.
+ */
+export const pushSection = {
+  subject: str({
+    key: 'push.subject',
+    env: 'SVC_PUSH_SUBJECT',
+    default: '',
+    description:
+      'VAPID contact (mailto: or https: URL); empty: the sign-in URL when https, else mailto:gatehouse@localhost',
+  }),
+  endpoints: str({
+    key: 'push.endpoints',
+    env: 'SVC_PUSH_ENDPOINTS',
+    default:
+      'https://fcm.googleapis.com,https://updates.push.services.mozilla.com,https://web.push.apple.com,https://*.notify.windows.com',
+    description:
+      'Comma-separated origins (a leading *. matches subdomains) of the push services subscriptions may use',
+    validate(v) {
+      for (const entry of splitList(v))
+        if (!/^https?:\/\/(\*\.)?[a-z0-9.-]+(:\d{1,5})?$/i.test(entry))
+          throw new Error(`${JSON.stringify(entry)} is not an origin`);
+    },
+  }),
+};

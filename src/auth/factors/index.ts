@@ -5,6 +5,7 @@ import { boostFactor } from './boost/index.js';
 import { emailFactor } from './email/index.js';
 import type { Factor } from './factor.js';
 import { locationFactor } from './location/index.js';
+import { mobileFactor } from './mobile/index.js';
 import { otpFactor } from './otp/index.js';
 import { passwordFactor } from './password/index.js';
 import { pinFactor } from './pin/index.js';
@@ -26,6 +27,7 @@ export const factors: Factor[] = [
   vouchFactor,
   otpFactor,
   pstnFactor,
+  mobileFactor,
 ];
 
 // The lists that lower modules read, filled once from the declarations above (those modules are

@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { exportJWK, generateKeyPair, importJWK, type JWK } from 'jose';
 import type { ServiceContext } from '../../store/context.js';
 import { authDb } from './db.js';
@@ -74,4 +74,27 @@ export function secretsKey(ctx: Pick<ServiceContext, 'db'>): Promise<Buffer> {
       'base64',
     ),
   );
+}
+
+/**
+ * The VAPID key pair (P-256) that signs Web Push requests (src/auth/factors/mobile): public key as
+ * the 65-byte uncompressed point, private key as the 32-byte scalar, both base64url, as browsers'
+ * applicationServerKey and the web-push library take them.
+ */
+export function vapidKeys(
+  ctx: Pick<ServiceContext, 'db'>,
+): Promise<{ publicKey: string; privateKey: string }> {
+  return cached(ctx, 'vapid', async () => {
+    const text = await sharedKey(ctx, 'vapid-p256', async () => {
+      const { privateKey } = generateKeyPairSync('ec', { namedCurve: 'prime256v1' });
+      const jwk = privateKey.export({ format: 'jwk' });
+      const point = Buffer.concat([
+        Buffer.from([4]),
+        Buffer.from(String(jwk.x), 'base64url'),
+        Buffer.from(String(jwk.y), 'base64url'),
+      ]);
+      return JSON.stringify({ publicKey: point.toString('base64url'), privateKey: String(jwk.d) });
+    });
+    return JSON.parse(text) as { publicKey: string; privateKey: string };
+  });
 }

@@ -10,6 +10,7 @@ import { deleteSession, mutateSession, requestSession, sessionById } from '../..
 import { type Factor, FLOW, field, formIntent, formOf, identified, regulated } from '../factor.js';
 import { credentialChange, credentialChanged } from '../stepup.js';
 import { requestingDevice } from './device.js';
+import { refuseUnknownToken } from './forged.js';
 import {
   addLink,
   dropLink,
@@ -169,19 +170,19 @@ export const otpFactor: Factor = {
 };
 
 /**
- * The form `token` checked under regulation (counted per client address and, for the link's
- * user, per device, like every code: 429 with X-Next-Attempt beyond the limit); 403 when it is
- * not a live link. `spend` removes the link in the same step.
+ * The form `token`: 403 when it is not a live link (charged to the client address only, see
+ * forged.ts); a live one is checked under regulation like every code (the link's user, per
+ * device: 429 with X-Next-Attempt). `spend` removes the link in the same step.
  */
 async function checked(req: FastifyRequest, ctx: ServiceContext, spend: boolean) {
   const token = field(formOf(req), 'token', { required: true, max: 200 }).trim();
   const parsed = parseToken(token);
   const userId = parsed?.userId ?? '';
   const secret = userId ? await ctx.store.getSecret(User, userId) : {};
+  if (!parsed || !findLink(secret, parsed.secret)) return refuseUnknownToken(req, ctx, 'sign-in link');
   const { deviceId } = await requestSession(req, ctx);
   let link: PendingLink | undefined;
   await regulated(req, ctx, { userId, secret, deviceId }, 'otp', 'sign-in link', async () => {
-    if (!parsed) return false;
     link = spend ? await spendLink(ctx, userId, parsed.secret) : findLink(secret, parsed.secret);
     return link !== undefined;
   });
