@@ -1,3 +1,4 @@
+import { MOBILE_JS } from './mobileui.js';
 import { OTP_JS } from './otp.js';
 import { PSTN_JS } from './pstn.js';
 
@@ -73,10 +74,10 @@ export const APP_JS = String.raw`(function () {
   }
 
   // ---- sign-in ---------------------------------------------------------------------------------
-  var FACTOR_FORMS = { password: 'f-password', pin: 'f-pin', totp: 'f-totp', backup: 'f-backup', otp: 'f-otp', pstn: 'f-pstn' };
-  var KIND = { password: 'knowledge', pin: 'knowledge', totp: 'possession', backup: 'possession', activation_code: 'invitation', otp: 'possession', pstn: 'possession' };
-  var LABEL = { password: 'password', pin: 'PIN', totp: 'authenticator app', backup: 'a backup code', activation_code: 'activation code', otp: 'an e-mail link', pstn: 'a code to your phone' };
-  var ORDER = ['password', 'totp', 'pin', 'backup', 'otp', 'pstn'];
+  var FACTOR_FORMS = { password: 'f-password', pin: 'f-pin', totp: 'f-totp', backup: 'f-backup', otp: 'f-otp', pstn: 'f-pstn', mobile: 'f-mobile' };
+  var KIND = { password: 'knowledge', pin: 'knowledge', totp: 'possession', backup: 'possession', activation_code: 'invitation', otp: 'possession', pstn: 'possession', mobile: 'possession' };
+  var LABEL = { password: 'password', pin: 'PIN', totp: 'authenticator app', backup: 'a backup code', activation_code: 'activation code', otp: 'an e-mail link', pstn: 'a code to your phone', mobile: 'a request to your phone app' };
+  var ORDER = ['password', 'totp', 'mobile', 'pin', 'backup', 'otp', 'pstn'];
   // What a person proved, in their words (for "You signed in with …").
   var PROOF = { password: 'your password', pin: 'your PIN', totp: 'your authenticator app', backup: 'a backup code', activation_code: 'your activation code',
     otp: 'a link sent to your e-mail', pstn: 'a code sent to your phone', mobile: 'your phone', u2f: 'your security key or passkey', vouch: 'a colleague vouching for you' };
@@ -213,6 +214,7 @@ export const APP_JS = String.raw`(function () {
     bindStep('f-activation', '/auth/activation_code', { code: 'activation' });
     initOtpSignin();
     initPstnSignin();
+    initMobileSignin();
     $('not-me').addEventListener('click', function () {
       api('POST', '/auth/signout').then(function () { alertBox('', ''); return renderSignin(); });
     });
@@ -324,6 +326,7 @@ export const APP_JS = String.raw`(function () {
     });
     initOtpEnroll();
     initPstnEnroll();
+    initMobileEnroll();
     loadMe();
   }
 
@@ -430,10 +433,12 @@ export const APP_JS = String.raw`(function () {
 
 ${OTP_JS}
 ${PSTN_JS}
+${MOBILE_JS}
   if (page === 'signin') initSignin();
   else if (page === 'enroll') initEnroll();
   else if (page === 'signout') initSignout();
   else if (page === 'debug') initDebug();
   else if (page === 'otp') initOtpLink();
+  else if (page === 'mobile') initMobileApp();
 })();
 `;

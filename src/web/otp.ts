@@ -50,40 +50,40 @@ export const OTP_LINK_MAIN = `
 /** Script for the three: runs inside the page script's scope (api, $, show, alertBox, explain...). */
 export const OTP_JS = `
   // ---- e-mail link ----------------------------------------------------------------------------
-  var otpSocket = null;
-  var otpUntil = 0;
-  function otpStopWaiting() {
-    if (otpSocket) { var ws = otpSocket; otpSocket = null; try { ws.close(); } catch (e) { /* closed */ } }
-    show($('otp-wait'), false);
+  // Follows this session's AuthResponse (event kind Auth) while an out-of-band factor is pending
+  // (e-mail link, push), until it is proven or refused, or the request expires: every wait ends.
+  var waitSocket = null;
+  function stopWaiting(waitId) {
+    if (waitSocket) { var ws = waitSocket; waitSocket = null; try { ws.close(); } catch (e) { /* closed */ } }
+    show($(waitId), false);
   }
-  // Follows this session's AuthResponse (event kind Auth) until the link is approved or refused,
-  // or the link expires: every wait has an end.
-  function otpFollow() {
-    if (Date.now() >= otpUntil) {
-      otpStopWaiting();
-      alertBox('error', 'The link has expired. Send another one.');
+  function waitForFactor(factor, waitId, until, refusedText) {
+    show($(waitId), true);
+    if (Date.now() >= until) {
+      stopWaiting(waitId);
+      alertBox('error', 'The request has expired. Send another one.');
       return renderSignin();
     }
     var ws = new WebSocket(location.origin.replace(/^http/, 'ws') + '/events');
-    otpSocket = ws;
+    waitSocket = ws;
     var raised = false;
     ws.onopen = function () { ws.send(JSON.stringify({ Kind: 'Auth' })); };
     ws.onmessage = function (ev) {
       var f = null;
       try { f = JSON.parse(ev.data); } catch (e) { return; }
       if (f && f.StatusCode === 100) raised = true;
-      if (f && f.Kind === 'Auth' && f.Item && f.Item.Proven && f.Item.Proven.indexOf('otp') >= 0) raised = true;
+      if (f && f.Kind === 'Auth' && f.Item && f.Item.Proven && f.Item.Proven.indexOf(factor) >= 0) raised = true;
     };
     ws.onclose = function (ev) {
-      if (otpSocket !== ws) return;
-      otpSocket = null;
-      if (raised || ev.code === 1000) { show($('otp-wait'), false); alertBox('', ''); return renderSignin(); }
+      if (waitSocket !== ws) return;
+      waitSocket = null;
+      if (raised || ev.code === 1000) { show($(waitId), false); alertBox('', ''); return renderSignin(); }
       if (ev.code === 4001) {
-        show($('otp-wait'), false);
-        alertBox('error', 'This sign-in was refused from the e-mail link.');
+        show($(waitId), false);
+        alertBox('error', refusedText);
         return renderSignin();
       }
-      setTimeout(function () { if (!$('otp-wait').hidden) otpFollow(); }, 2000);
+      setTimeout(function () { if (!$(waitId).hidden) waitForFactor(factor, waitId, until, refusedText); }, 2000);
     };
   }
   function initOtpSignin() {
@@ -97,13 +97,11 @@ export const OTP_JS = `
         show(f, false);
         show($('other-ways'), false);
         $('otp-sent').textContent = 'We sent a sign-in link to ' + r.data.Email + '.';
-        show($('otp-wait'), true);
-        otpUntil = Date.parse(r.data.ExpireTime) || Date.now() + 600000;
-        otpFollow();
+        waitForFactor('otp', 'otp-wait', Date.parse(r.data.ExpireTime) || Date.now() + 600000, 'This sign-in was refused from the e-mail link.');
       });
     });
     $('otp-cancel').addEventListener('click', function () {
-      otpStopWaiting();
+      stopWaiting('otp-wait');
       show($('other-ways'), true);
       renderSignin();
     });

@@ -1,11 +1,14 @@
 /** Server-rendered HTML of the sign-in pages. Every dynamic value goes through esc(). */
 import { esc } from '../core/html.js';
 import { ICON_LINKS } from './favicon.js';
+import { MOBILE_ENROLL_CARD, MOBILE_MAIN, MOBILE_SIGNIN_FORM } from './mobileui.js';
 import { OTP_ENROLL_CARD, OTP_LINK_MAIN, OTP_SIGNIN_FORM } from './otp.js';
 import { PSTN_ENROLL_CARD, PSTN_SIGNIN_FORM } from './pstn.js';
 
 interface PageOpts {
-  page: 'signin' | 'enroll' | 'signout' | 'debug' | 'otp';
+  page: 'signin' | 'enroll' | 'signout' | 'debug' | 'otp' | 'mobile';
+  /** Extra head elements (the approvals app's manifest). */
+  head?: string;
   title: string;
   tenant: string;
   returnUrl?: string;
@@ -31,7 +34,7 @@ function layout(o: PageOpts): string {
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="referrer" content="no-referrer">
 <title>${esc(o.title)} · ${esc(o.tenant)}</title>
-${ICON_LINKS}
+${ICON_LINKS}${o.head ?? ''}
 <link rel="stylesheet" href="/signin/assets/style.css">
 <script src="/signin/assets/app.js" defer></script>
 </head>
@@ -99,6 +102,7 @@ export function signinPage(
     ${factorForm('f-activation', 'Activation code', '<input id="activation" name="code" autocomplete="off" required>', 'activation', 'Activate')}
     ${OTP_SIGNIN_FORM}
     ${PSTN_SIGNIN_FORM}
+    ${MOBILE_SIGNIN_FORM}
     <div id="other-ways" class="row"></div>
     <p id="no-factor" class="alert error" hidden>No sign-in method is set up for this account. Ask an administrator to set a password.</p>
     <p class="muted"><a href="${esc(`/signin/vouch?${new URLSearchParams({ return: returnUrl, intent }).toString()}`)}">Lost your phone or key? Ask a colleague to vouch for you</a></p>
@@ -175,6 +179,7 @@ export function enrollPage(tenant: string, signedIn = false): string {
   </section>
 ${OTP_ENROLL_CARD}
 ${PSTN_ENROLL_CARD}
+${MOBILE_ENROLL_CARD}
 </div>`,
   });
 }
@@ -236,4 +241,15 @@ export function debugPage(tenant: string, signedIn = false): string {
 /** The page a sign-in link opens (/signin/otp#<token>): who asked, approve or refuse. */
 export function otpLinkPage(tenant: string): string {
   return layout({ page: 'otp', title: 'Approve a sign-in', tenant, main: OTP_LINK_MAIN });
+}
+
+/** The approvals web app (/signin/mobile): registers this browser, answers pushed requests. */
+export function mobilePage(tenant: string): string {
+  return layout({
+    page: 'mobile',
+    title: 'Sign-in approvals',
+    tenant,
+    head: '<link rel="manifest" href="/signin/mobile.webmanifest"><meta name="theme-color" content="#3754d6">',
+    main: MOBILE_MAIN,
+  });
 }

@@ -4,6 +4,7 @@ import type { ServiceContext } from '../store/context.js';
 import { APP_JS } from './appjs.js';
 import { destinationName } from './destination.js';
 import { registerHomeRoutes } from './home.js';
+import { registerMobilePages } from './mobile.js';
 import { debugPage, enrollPage, otpLinkPage, signinPage, signoutPage } from './pages.js';
 import { safeReturnUrl } from './returnurl.js';
 import { STYLE_CSS } from './style.js';
@@ -74,6 +75,7 @@ export function registerWebRoutes(app: FastifyInstance, ctx: ServiceContext) {
   app.get('/signin/debug', OPTIONAL, async (req, reply) =>
     sendPage(reply, debugPage(String((await tenantDoc(ctx)).Name || 'Gatehouse'), signedIn(req))),
   );
+  registerMobilePages(app, ctx);
   app.get('/signin/otp', OPTIONAL, async (_req, reply) =>
     sendPage(reply, otpLinkPage(String((await tenantDoc(ctx)).Name || 'Gatehouse'))),
   );

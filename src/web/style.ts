@@ -90,5 +90,6 @@ pre.out { background: #0f1522; color: #e6e9f2; border-radius: 8px; padding: 1rem
 footer { text-align: center; color: var(--muted); font-size: .85rem; padding: 1rem; }
 dl.facts { display: grid; grid-template-columns: max-content 1fr; gap: .35rem 1rem; margin: 1rem 0; }
 ul.plain { list-style: none; padding: 0; } ul.plain li { display: flex; align-items: center; justify-content: space-between; gap: .5rem; padding: .25rem 0; }
+.match { font-size: 3rem; font-weight: 750; letter-spacing: .1em; text-align: center; margin: .5rem 0; }
 dl.facts dt { color: var(--muted); } dl.facts dd { margin: 0; font-weight: 600; overflow-wrap: anywhere; }
 `;
