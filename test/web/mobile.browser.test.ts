@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { backends, startTestService, type TestService } from '../helpers.js';
 import { PushService, Subscriber } from '../kit/push.js';
 import { freePort } from '../net.js';
+import { expectAccessibleBothSchemes } from './axe.js';
 
 const CHROMIUM = process.env.GATEHOUSE_CHROMIUM ?? '/usr/bin/chromium';
 const HAVE_CHROMIUM = existsSync(CHROMIUM);
@@ -76,6 +77,12 @@ describe.skipIf(!HAVE_CHROMIUM)(`mobile push pages in headless Chromium (${backe
     await push?.close();
   });
 
+  /** A screenshot, and the accessibility check (axe, light and dark) at the same point. */
+  const shot = async (p: Page, name: string) => {
+    await p.screenshot({ path: `${SHOTS}${name}.png` });
+    await expectAccessibleBothSchemes(p, name);
+  };
+
   it('password, then a push approved on the phone by typing the number shown', async () => {
     await page.goto(`${base}/signin?return=${encodeURIComponent('/signin/enroll')}`);
     await page.getByLabel('E-mail address').fill(email);
@@ -86,7 +93,7 @@ describe.skipIf(!HAVE_CHROMIUM)(`mobile push pages in headless Chromium (${backe
     await page.getByRole('button', { name: 'Send a request to my phone' }).click();
     await page.locator('#mobile-number', { hasText: /^\d\d$/ }).waitFor();
     const number = (await page.locator('#mobile-number').textContent()) ?? '';
-    await page.screenshot({ path: `${SHOTS}signin-mobile-wait.png` });
+    await shot(page, 'signin-mobile-wait');
     const received = await push.next((sub.current as Subscriber).path, before);
     const msg = JSON.parse((sub.current as Subscriber).decrypt(received.body)) as {
       Token: string;
@@ -100,7 +107,7 @@ describe.skipIf(!HAVE_CHROMIUM)(`mobile push pages in headless Chromium (${backe
     expect(await phonePage.locator('#mreq-browser').textContent()).toMatch(/Chrome \d+ on Linux/);
     expect(phonePage.url()).toBe(`${base}/signin/mobile`);
     await phonePage.getByLabel('Number shown on the sign-in page').fill(number.trim());
-    await phonePage.screenshot({ path: `${SHOTS}mobile-approve.png` });
+    await shot(phonePage, 'mobile-approve');
     await phonePage.getByRole('button', { name: 'Approve' }).click();
     await phonePage.getByText('Approved.').waitFor();
 
@@ -109,12 +116,12 @@ describe.skipIf(!HAVE_CHROMIUM)(`mobile push pages in headless Chromium (${backe
     expect(await auth.json()).toMatchObject({ IntegrityLevel: 3, Proven: ['password', 'mobile'] });
     await page.locator('#st-mobile', { hasText: /^set up$/ }).waitFor();
     await page.locator('#h-mobile').scrollIntoViewIfNeeded();
-    await page.screenshot({ path: `${SHOTS}enroll-mobile.png` });
+    await shot(page, 'enroll-mobile');
 
     // The approvals app's own page offers to register the device (manifest and service worker served).
     await phonePage.goto(`${base}/signin/mobile`);
     await phonePage.getByRole('button', { name: 'Use this device for sign-in approvals' }).waitFor();
-    await phonePage.screenshot({ path: `${SHOTS}mobile-app.png` });
+    await shot(phonePage, 'mobile-app');
     const manifest = await phonePage.request.get(`${base}/signin/mobile.webmanifest`);
     expect(await manifest.json()).toMatchObject({ start_url: '/signin/mobile', display: 'standalone' });
     const sw = await phonePage.request.get(`${base}/signin/mobile-sw.js`);

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { backends, startTestService, type TestService } from '../helpers.js';
 import { MailSink, signinLink } from '../kit/mail.js';
 import { freePort } from '../net.js';
+import { expectAccessibleBothSchemes } from './axe.js';
 
 const CHROMIUM = process.env.GATEHOUSE_CHROMIUM ?? '/usr/bin/chromium';
 const HAVE_CHROMIUM = existsSync(CHROMIUM);
@@ -70,8 +71,11 @@ describe.skipIf(!HAVE_CHROMIUM)(`e-mail link pages in headless Chromium (${backe
     await mail?.close();
   });
 
-  const shot = (p: Page, name: string, fullPage = false) =>
-    p.screenshot({ path: `${SHOTS}${name}.png`, fullPage });
+  /** A screenshot, and the accessibility check (axe, light and dark) at the same point. */
+  const shot = async (p: Page, name: string) => {
+    await p.screenshot({ path: `${SHOTS}${name}.png` });
+    await expectAccessibleBothSchemes(p, name);
+  };
 
   /** The laptop: e-mail, password, then the link is what is left to prove; sends it. */
   async function laptopAsks(): Promise<string> {
@@ -123,7 +127,7 @@ describe.skipIf(!HAVE_CHROMIUM)(`e-mail link pages in headless Chromium (${backe
     expect((await phoneAuth.json()).UserID).toBe('');
 
     // The laptop continues by itself, at two factors.
-    await page.getByText('You are signed in as').waitFor({ timeout: 10_000 });
+    await page.locator('#step-done').getByText('Signed in as').waitFor({ timeout: 10_000 });
     const auth = await page.request.post(`${base}/auth`, { headers: { 'X-Requested-With': 'test' } });
     expect(await auth.json()).toMatchObject({ IntegrityLevel: 3, Proven: ['password', 'otp'] });
     await p.close();

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { backends, startTestService, type TestService } from '../helpers.js';
 import { codeOf, FakeProvider } from '../kit/pstn.js';
 import { freePort } from '../net.js';
+import { expectAccessibleBothSchemes } from './axe.js';
 
 const CHROMIUM = process.env.GATEHOUSE_CHROMIUM ?? '/usr/bin/chromium';
 const HAVE_CHROMIUM = existsSync(CHROMIUM);
@@ -58,7 +59,11 @@ describe.skipIf(!HAVE_CHROMIUM)(`phone pages in headless Chromium (${backends()[
     await fake?.close();
   });
 
-  const shot = (name: string) => page.screenshot({ path: `${SHOTS}${name}.png` });
+  /** A screenshot, and the accessibility check (axe, light and dark) at the same point. */
+  const shot = async (name: string) => {
+    await page.screenshot({ path: `${SHOTS}${name}.png` });
+    await expectAccessibleBothSchemes(page, name);
+  };
 
   it('adds and verifies a phone in the settings, then signs in with password + a texted code', async () => {
     await page.goto(`${base}/signin?return=${encodeURIComponent('/signin/enroll')}`);
@@ -94,7 +99,7 @@ describe.skipIf(!HAVE_CHROMIUM)(`phone pages in headless Chromium (${backends()[
     await shot('signin-pstn');
     await page.getByLabel('Code from the text message or call').fill(code);
     await page.getByRole('button', { name: 'Verify code' }).click();
-    await page.getByText('You are signed in as').waitFor();
+    await page.locator('#step-done').getByText('Signed in as').waitFor();
     const auth = await page.request.post(`${base}/auth`, { headers: { 'X-Requested-With': 'test' } });
     expect(await auth.json()).toMatchObject({ IntegrityLevel: 3, Proven: ['password', 'pstn'] });
   }, 90_000);

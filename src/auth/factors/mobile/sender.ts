@@ -65,7 +65,7 @@ export async function pushTo(
     const res = await fetch(details.endpoint, {
       method: details.method,
       headers: details.headers as Record<string, string>,
-      body: details.body,
+      body: details.body ? new Uint8Array(details.body) : null,
       signal: AbortSignal.timeout(PUSH_TIMEOUT_MS),
       redirect: 'error',
     });
