@@ -4,9 +4,19 @@ import type { Outgoing } from './subscription.js';
 
 // How long a stream's credentials stay good, read from the objects they come from (EventHub).
 
-/** Whose streams count together: the user's, else the key's or the session's. */
+/**
+ * Whose streams count together: the user's, else the key's or the session's. A session still
+ * signing in (no scopes: it follows its own Auth only) counts as itself: anyone who types a user's
+ * e-mail address gets such a session, and its streams must not use up the user's own quota.
+ */
 export const streamHolder = (p: Principal) =>
-  p.userId !== '' ? `u:${p.userId}` : p.keyId ? `k:${p.keyId}` : `s:${p.sessionId ?? ''}`;
+  p.via === 'session' && p.scopes.size === 0
+    ? `s:${p.sessionId ?? ''}`
+    : p.userId !== ''
+      ? `u:${p.userId}`
+      : p.keyId
+        ? `k:${p.keyId}`
+        : `s:${p.sessionId ?? ''}`;
 
 /** Why an updated API key no longer grants what the stream was opened with, or undefined. */
 export function keyStillGrants(o: Outgoing, p: Principal): string | undefined {

@@ -83,6 +83,20 @@ describe.each(backends())('every sign-in step produces its Auth frame on %s', (b
     expect(anon.res?.statusCode).toBe(401);
   });
 
+  it("streams of sessions still signing in do not use up the user's own stream quota", async () => {
+    const a = await account(s, { tag: 'quota' });
+    s.app.events.configure({ maxStreamsPerUser: 2 });
+    try {
+      // Three strangers who typed the address: each may follow its own sign-in.
+      for (let i = 0; i < 3; i++) await follow(await identifiedAs(a));
+      // The owner, signed in, still gets a stream.
+      const owner = await signIn(s, a, { password: true }, { level: 2 });
+      await follow(owner);
+    } finally {
+      s.app.events.configure({ maxStreamsPerUser: 32 });
+    }
+  });
+
   const proofs: [
     string,
     { pin?: boolean; totp?: boolean; backup?: boolean },
