@@ -97,6 +97,18 @@ describe.each(backends())('every sign-in step produces its Auth frame on %s', (b
     }
   });
 
+  it('POST /auth/email naming another user ends the session it replaces: an empty frame, then 4001', async () => {
+    const a = await account(s, { tag: 'email-a' });
+    const other = await account(s, { tag: 'email-b' });
+    const b = await identifiedAs(a);
+    const { c } = await follow(b);
+    expect((await b.post('/auth/email', { email: other.email })).statusCode).toBe(204);
+    await frame(c, (i) => Object.keys(i).length === 0);
+    expect((await c.waitClose()).code).toBe(4001);
+    // The browser's new session follows the other user.
+    expect((await follow(b)).item).toMatchObject({ UserID: other.id, IntegrityLevel: 1 });
+  });
+
   const proofs: [
     string,
     { pin?: boolean; totp?: boolean; backup?: boolean },
