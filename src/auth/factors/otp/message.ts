@@ -7,12 +7,13 @@ import type { Message } from './mailer.js';
 
 /**
  * Where links point: the sign-in pages' public URL from the configuration (Tenant.SigninURL, else
- * server.signinurl, else the listen address), never from the request: a Host header chosen by
+ * server.signinurl, else server.publicurl + /signin, else the listen address), never from the request: a Host header chosen by
  * whoever asks for a link must not decide where the mailbox owner's click (and its token) goes.
  */
 export function linkBase(ctx: ServiceContext, tenant: Doc): string {
   const configured = String(tenant.SigninURL ?? '') || ctx.config.server.signinurl;
   if (configured) return configured.replace(/\/+$/, '');
+  if (ctx.config.server.publicurl) return `${ctx.config.server.publicurl.replace(/\/+$/, '')}/signin`;
   const { host, port } = parseListen(ctx.config.server.listen);
   const name = host === '0.0.0.0' || host === '::' ? 'localhost' : host.includes(':') ? `[${host}]` : host;
   const scheme = ctx.config.server.cert ? 'https' : 'http';
