@@ -1,7 +1,7 @@
 import { User } from '../objects/user.js';
 import type { ServiceContext } from '../store/context.js';
 import { factors } from './factors/index.js';
-import { FACTOR_KINDS, LEVEL_NAMES, Level } from './integrity.js';
+import { FACTOR_KINDS, LEVEL_NAMES, Level, levelOfKinds } from './integrity.js';
 import type { Session } from './session/sessions.js';
 
 /*
@@ -26,14 +26,7 @@ export async function authResponse(
     : [];
   const next = user ? usable.filter((n) => !s?.factors.includes(n)) : ['email'];
   // The best level this user's factors can reach (what the sign-in pages aim for).
-  const kinds = new Set(usable.map((n) => FACTOR_KINDS[n]));
-  const reachable = !user
-    ? Level.Identified
-    : kinds.size >= 2
-      ? Level.TwoFactors
-      : kinds.size === 1
-        ? Level.OneFactor
-        : Level.Identified;
+  const reachable = user ? levelOfKinds(usable.map((n) => FACTOR_KINDS[n])) : Level.Identified;
   return {
     Authorized: user !== undefined && level >= need,
     IntegrityLevel: level,

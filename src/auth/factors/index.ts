@@ -9,6 +9,7 @@ import { passwordFactor } from './password/index.js';
 import { pinFactor } from './pin/index.js';
 import { registerFactors } from './stepup.js';
 import { totpFactor } from './totp/index.js';
+import { u2fFactors } from './u2f/index.js';
 import { vouchFactor } from './vouch/index.js';
 
 /** Every sign-in factor and step, as plug-ins. Adding one = a folder here + one line in this list. */
@@ -22,6 +23,7 @@ export const factors: Factor[] = [
   locationFactor,
   boostFactor,
   vouchFactor,
+  ...u2fFactors,
 ];
 
 // The lists that lower modules read, filled once from the declarations above (those modules are

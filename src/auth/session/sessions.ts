@@ -15,6 +15,8 @@ export interface SessionData {
   Location?: { Latitude: number; Longitude: number; Time: string };
   UserAgent?: string;
   Address?: string;
+  /** A pending WebAuthn sign-in challenge (POST /auth/u2f/start; single use, see factors/u2f). */
+  WebAuthn?: { Challenge: string; Expires: number; UserID: string; Purpose: 'signin' | 'register' };
   /** A valid activation code was presented in this session. */
   ActivationCode?: boolean;
   /** Level granted by a boost from another session (the level never drops below it). */
