@@ -1,4 +1,5 @@
 import type { FastifyRequest } from 'fastify';
+import { insideRegions } from '../core/regions.js';
 import { TENANT_ID, Tenant } from '../objects/tenant.js';
 import type { Doc } from '../schema/fields.js';
 import type { ServiceContext } from '../store/context.js';
@@ -113,4 +114,22 @@ export function classify(req: FastifyRequest, isAdmin: boolean): OperationClass 
   if (safe && (path === '/users/me' || path === '/auth/sessions')) return 'read';
   if (isAdmin) return 'admin';
   return safe ? 'read' : 'write';
+}
+
+/**
+ * The location policy (Tenant.LocationLevel, Tenant.LocationRegions; docs/signin.md): the highest
+ * level a session may hold given its reported location. Levels from LocationLevel up need a
+ * location reported in this session (POST /auth/location) inside one of the regions; without one
+ * the session holds at most LocationLevel - 1. A reported location is the client's claim, so the
+ * policy only ever lowers a level, never raises one. 4 (no cap) when the policy is off.
+ */
+export function locationCap(
+  tenant: Doc,
+  location: { Latitude: number; Longitude: number } | undefined,
+): number {
+  const level = tenant.LocationLevel;
+  const regions = Array.isArray(tenant.LocationRegions) ? (tenant.LocationRegions as string[]) : [];
+  if (typeof level !== 'number' || level < Level.OneFactor || level > Level.Hardware) return Level.Hardware;
+  if (location && insideRegions(location.Latitude, location.Longitude, regions)) return Level.Hardware;
+  return level - 1;
 }

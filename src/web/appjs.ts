@@ -94,6 +94,7 @@ export const APP_JS = String.raw`(function () {
     document.title = text + ' · ' + document.title.split(' · ').slice(1).join(' · ');
   }
   var chosen = '';
+  var askedLocation = false;
 
   function authState() {
     return api('POST', '/auth', { form: { intent: intent } }).then(function (r) {
@@ -146,6 +147,13 @@ export const APP_JS = String.raw`(function () {
         $('email').focus();
         if (window.gatehouseWebAuthn) window.gatehouseWebAuthn.emailStep();
         return;
+      }
+      // Location policy (docs/signin.md): the level needs a location inside the tenant's regions.
+      if (st.LocationRequired && !askedLocation && navigator.geolocation) {
+        askedLocation = true;
+        navigator.geolocation.getCurrentPosition(function (pos) {
+          api('POST', '/auth/location', { form: { lat: String(pos.coords.latitude), long: String(pos.coords.longitude) } }).then(renderSignin);
+        }, function () { alertBox('error', 'Your location is needed for full access from here; the browser did not give it.'); });
       }
       var target = Math.max(st.RequiredLevel, st.ReachableLevel);
       if (st.Authorized && st.IntegrityLevel >= target) return finish(st);
