@@ -95,6 +95,7 @@ export const APP_JS = String.raw`(function () {
   }
   var chosen = '';
   var askedLocation = false;
+  var locationAnswer = '';
 
   function authState() {
     return api('POST', '/auth', { form: { intent: intent } }).then(function (r) {
@@ -152,8 +153,12 @@ export const APP_JS = String.raw`(function () {
       if (st.LocationRequired && !askedLocation && navigator.geolocation) {
         askedLocation = true;
         navigator.geolocation.getCurrentPosition(function (pos) {
-          api('POST', '/auth/location', { form: { lat: String(pos.coords.latitude), long: String(pos.coords.longitude) } }).then(renderSignin);
-        }, function () { alertBox('error', 'Your location is needed for full access from here; the browser did not give it.'); });
+          api('POST', '/auth/location', { form: { lat: String(pos.coords.latitude), long: String(pos.coords.longitude) } }).then(function () { locationAnswer = 'outside'; return renderSignin(); });
+        }, function () { locationAnswer = 'refused'; renderSignin(); });
+      } else if (st.LocationRequired && locationAnswer) {
+        alertBox('error', locationAnswer === 'refused'
+          ? 'Your location is needed for full access; the browser did not give it.'
+          : 'Full access is possible only from one of the allowed locations.');
       }
       var target = Math.max(st.RequiredLevel, st.ReachableLevel);
       if (st.Authorized && st.IntegrityLevel >= target) return finish(st);
@@ -183,7 +188,7 @@ export const APP_JS = String.raw`(function () {
         others.appendChild(b);
       });
       show($('f-activation'), false);
-      show($('no-factor'), st.Factors.length === 0);
+      show($('no-factor'), st.Factors.length === 0 && !st.LocationRequired);
       $('progress').textContent = st.Proven.length
         ? 'You proved ' + proofs(st.Proven) + '. One more step is needed' + (stepUp ? ' for what you asked to do.' : ' to sign in.')
           + (st.Reason ? ' ' + st.Reason : '')
