@@ -371,6 +371,19 @@ describe.each(backends())('security keys and passkeys on %s', (backend) => {
     expect((await b.req({ url: '/auth/enroll/u2f' })).json().Credentials).toEqual([]);
   });
 
+  it('the endpoints are in the OpenAPI document', async () => {
+    const doc = (await s.req({ url: '/openapi.json', key: '' })).json();
+    for (const [path, method] of [
+      ['/auth/u2f/start', 'post'],
+      ['/auth/u2f/finish', 'post'],
+      ['/auth/enroll/u2f', 'get'],
+      ['/auth/enroll/u2f', 'post'],
+      ['/auth/enroll/u2f/confirm', 'post'],
+      ['/auth/enroll/u2f/{id}', 'delete'],
+    ] as const)
+      expect(doc.paths[path]?.[method], `${method} ${path}`).toBeDefined();
+  });
+
   it('without a configured sign-in URL there is no relying party: 409, whatever the Host says', async () => {
     const bare = await startTestService(backend);
     try {
