@@ -80,7 +80,7 @@ describe.skipIf(!HAVE_CHROMIUM)(`location policy on the sign-in page (${backends
 
   it('inside the region: the page reports the position and the sign-in completes', async () => {
     const { context, page } = await signInAt({ latitude: 52.3874, longitude: 4.6462 });
-    await page.getByText('You are signed in as').waitFor();
+    await page.locator('#step-done', { hasText: 'Signed in as' }).waitFor();
     expect(await level(page)).toMatchObject({ IntegrityLevel: 2, LocationRequired: false });
     await context.close();
   }, 60_000);

@@ -5,6 +5,7 @@ import { type Browser, type BrowserContext, type CDPSession, chromium, type Page
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { backends, startTestService, type TestService } from '../helpers.js';
 import { freePort } from '../net.js';
+import { expectAccessibleBothSchemes } from './axe.js';
 
 const CHROMIUM = process.env.GATEHOUSE_CHROMIUM ?? '/usr/bin/chromium';
 const HAVE_CHROMIUM = existsSync(CHROMIUM);
@@ -119,6 +120,7 @@ describe.skipIf(!HAVE_CHROMIUM)(`security keys and passkeys in headless Chromium
     await page.locator('#keys li', { hasText: 'Blue key (passkey)' }).waitFor();
     await page.locator('#st-u2f', { hasText: '1 registered' }).waitFor();
     await shot('enroll-u2f', true);
+    await expectAccessibleBothSchemes(page, 'security settings with a key');
     const creds = (await cdp.send('WebAuthn.getCredentials', { authenticatorId })).credentials;
     expect(creds).toHaveLength(1);
     expect(creds[0]?.rpId).toBe('gatehouse.localhost');
@@ -131,6 +133,7 @@ describe.skipIf(!HAVE_CHROMIUM)(`security keys and passkeys in headless Chromium
     await page.getByRole('button', { name: 'Use security key' }).waitFor();
     expect(await page.getByRole('button', { name: 'Use password instead' }).isVisible()).toBe(true);
     await shot('signin-u2f');
+    await expectAccessibleBothSchemes(page, 'sign-in: the security-key step');
     await page.getByRole('button', { name: 'Use security key' }).click();
     await page.waitForURL(`${base}/signin/debug`);
     expect(await state()).toMatchObject({ Email: email, IntegrityLevel: 4, Proven: ['u2f'] });
@@ -141,8 +144,9 @@ describe.skipIf(!HAVE_CHROMIUM)(`security keys and passkeys in headless Chromium
     await page.goto(`${base}/signin`);
     await page.getByRole('button', { name: 'Sign in with a passkey' }).waitFor();
     await shot('signin-passkey');
+    await expectAccessibleBothSchemes(page, 'sign-in: the e-mail step with the passkey button');
     await page.getByRole('button', { name: 'Sign in with a passkey' }).click();
-    await page.getByText('You are signed in as').waitFor();
+    await page.locator('#step-done', { hasText: 'Signed in as' }).waitFor();
     expect(await state()).toMatchObject({ Email: email, IntegrityLevel: 4, Proven: ['u2f'] });
   }, 90_000);
 
@@ -172,7 +176,7 @@ describe.skipIf(!HAVE_CHROMIUM)(`security keys and passkeys in headless Chromium
     });
     await page.goto(`${base}/signin`);
     await page.getByRole('button', { name: 'Sign in with a passkey' }).click();
-    await page.getByText('You are signed in as').waitFor();
+    await page.locator('#step-done', { hasText: 'Signed in as' }).waitFor();
     expect(await state()).toMatchObject({ IntegrityLevel: 4 });
   }, 90_000);
 
@@ -216,7 +220,7 @@ describe.skipIf(!HAVE_CHROMIUM)(`security keys and passkeys in headless Chromium
     await p3.goto(`${base}/signin`);
     expect(await p3.getByLabel('E-mail address').getAttribute('autocomplete')).toBe('username webauthn');
     expect((await finished).status()).toBe(200);
-    await p3.getByText('You are signed in as').waitFor();
+    await p3.locator('#step-done', { hasText: 'Signed in as' }).waitFor();
     expect(mediations).toEqual(['conditional']);
     expect(await state(p3)).toMatchObject({ Email: email, IntegrityLevel: 4 });
     // The original authenticator is one counter step behind now: move it on, as if used here.
