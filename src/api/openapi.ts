@@ -7,7 +7,7 @@ import type { ServiceContext } from '../store/context.js';
 import { DIRECTORY_PATHS } from './directoryopenapi.js';
 import { VOUCH_PATHS, VOUCH_SCHEMAS } from './openapi-vouch.js';
 import { SCRIPT_OPENAPI_PATHS } from './scripts.js';
-import { WEBAUTHN_PATHS } from './openapiwebauthn.js';
+import { WEBAUTHN_PATHS } from './openapi-webauthn.js';
 
 type Json = Record<string, unknown>;
 
