@@ -6,8 +6,8 @@ import type { ObjectType } from '../schema/type.js';
 import type { ServiceContext } from '../store/context.js';
 import { DIRECTORY_PATHS } from './directoryopenapi.js';
 import { VOUCH_PATHS, VOUCH_SCHEMAS } from './openapi-vouch.js';
-import { SCRIPT_OPENAPI_PATHS } from './scripts.js';
 import { WEBAUTHN_PATHS } from './openapi-webauthn.js';
+import { SCRIPT_OPENAPI_PATHS } from './scripts.js';
 
 type Json = Record<string, unknown>;
 
@@ -192,7 +192,14 @@ export function openApiDocument(): Json {
         'Generic object API. Sign-in, events, groups and the proxy back channel are described in docs/.',
     },
     security: [{ bearer: [] }, { accessToken: [] }],
-    paths: Object.assign({}, ...objectTypes.map(pathsOf), VOUCH_PATHS, DIRECTORY_PATHS, SCRIPT_OPENAPI_PATHS, WEBAUTHN_PATHS),
+    paths: Object.assign(
+      {},
+      ...objectTypes.map(pathsOf),
+      VOUCH_PATHS,
+      DIRECTORY_PATHS,
+      SCRIPT_OPENAPI_PATHS,
+      WEBAUTHN_PATHS,
+    ),
     components: {
       securitySchemes: {
         bearer: {
