@@ -269,6 +269,16 @@ describe.each(backends())('security keys and passkeys on %s', (backend) => {
     const st3 = await b2.post('/auth/u2f/start');
     const f3 = await b2.req({ method: 'POST', url: '/auth/u2f/finish', json: two.key.get(st3.json()) });
     expect(f3.statusCode).toBe(403);
+    // Named user one, one's own key with another handle (a key moved by a user merge keeps the
+    // merged-away user's handle): the key is one's, so it counts.
+    const st4 = await b2.post('/auth/u2f/start');
+    const f4 = await b2.req({
+      method: 'POST',
+      url: '/auth/u2f/finish',
+      json: one.key.get(st4.json(), { userHandle: handleOf(two.id) }),
+    });
+    expect(f4.statusCode, f4.body).toBe(200);
+    expect(await authResponse(b2)).toMatchObject({ UserID: one.id, IntegrityLevel: 4 });
   });
 
   it('throttles failures per factor: 429 with X-Next-Attempt, even for a right answer', async () => {

@@ -155,9 +155,10 @@ export function registerSignin(app: FastifyInstance, ctx: ServiceContext) {
     const userId = pending.UserID || handleUser;
     const address = addressKey(req.ip);
     const user = userId !== '' ? await ctx.store.get(User, userId) : undefined;
-    // A key of an unknown user, or one answering for another user than the one challenged: counted
-    // against the address only (there is no user to count it against), and refused.
-    if (!user || (pending.UserID !== '' && handle && handleUser !== pending.UserID)) {
+    // With a user named, only that user's keys count (the handle is a hint: a key moved by a user
+    // merge still carries the merged-away user's handle); without one, the handle names the user.
+    // No such user: counted against the address only (there is no user to count it against).
+    if (!user) {
       await chargeAttempt(ctx, [address]);
       throw refused();
     }
