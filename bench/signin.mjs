@@ -1,6 +1,8 @@
 #!/usr/bin/env node
 // Sign-in benchmark (issue 4): password sign-ins per second through the form endpoints
-// (POST /auth/email + POST /auth/password, as a browser does), and the argon2id cost behind them.
+// (POST /auth/email + POST /auth/password, as a browser does), and the argon2id cost behind them;
+// then passkey sign-ins (issue 18: POST /auth/u2f/start + /auth/u2f/finish, no e-mail step and no
+// password) and where their time goes.
 // Usage: node bench/signin.mjs [--duration 10] [--connections 4] [--no-build] [--json file]
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -10,6 +12,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { machineInfo } from './lib/machine.mjs';
 import { startServer } from './lib/server.mjs';
+import { SoftKey } from './lib/softkey.mjs';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const { values: opt } = parseArgs({
@@ -27,7 +30,10 @@ if (opt.help) {
 Builds dist/ (unless --no-build), starts \`gatehouse serve\` on a new SQLite database, creates a
 user with a password, then for <duration> seconds <connections> clients each repeat a full
 sign-in: POST /auth/email, then POST /auth/password with the session cookie (204 each).
-Reports sign-ins per second, latency percentiles and the argon2id parameters and cost.`);
+Then, for as long again, each client repeats a passkey sign-in with a key of its own (a software
+authenticator): POST /auth/u2f/start, sign, POST /auth/u2f/finish (200).
+Reports sign-ins per second, latency percentiles, the argon2id parameters and cost, and for
+passkeys the time of each step and of the signature check alone.`);
   process.exit(0);
 }
 const DURATION_MS = Number(opt.duration) * 1000;
@@ -69,6 +75,79 @@ async function form(url, fields, cookie, client) {
   return res;
 }
 
+const RP_ORIGIN = 'https://id.bench.example';
+const median = (xs) => {
+  const a = [...xs].sort((x, y) => x - y);
+  return a.length ? a[Math.floor(a.length / 2)] : NaN;
+};
+const round1 = (x) => Math.round(x * 10) / 10;
+
+async function json(url, body, cookie, client) {
+  const headers = { 'content-type': 'application/json', 'x-requested-with': 'bench' };
+  if (cookie) headers.cookie = cookie;
+  if (client) headers['x-forwarded-for'] = client;
+  const res = await fetch(url, { method: 'POST', headers, body: JSON.stringify(body) });
+  return { res, body: await res.text() };
+}
+
+/** A user with a password and a passkey (registered in a password session, as on the settings page). */
+async function passkeyUser(server, admin, n, PW) {
+  const email = `passkey${n}@example.com`;
+  const u = await fetch(`${server.url}/users`, {
+    method: 'POST',
+    headers: admin,
+    body: JSON.stringify({ Email: email, Active: true }),
+  });
+  const id = u.headers.get('x-id');
+  await fetch(`${server.url}/auth/enroll/password?user=${id}`, {
+    method: 'PUT',
+    headers: admin,
+    body: JSON.stringify({ Password: PW }),
+  });
+  const client = nextClient();
+  const e = await form(`${server.url}/auth/email`, { email }, undefined, client);
+  const cookie = cookieOf(e);
+  const p = await form(`${server.url}/auth/password`, { password: PW }, cookie, client);
+  // The password step rotated the session token: its new cookie replaces the first one.
+  const jar = new Map(
+    [...cookie.split('; '), ...cookieOf(p).split('; ')].filter(Boolean).map((c) => c.split('=')),
+  );
+  const session = [...jar].map(([k, v]) => `${k}=${v}`).join('; ');
+  const key = new SoftKey(new URL(RP_ORIGIN).hostname, RP_ORIGIN);
+  const start = await json(`${server.url}/auth/enroll/u2f`, {}, session, client);
+  if (start.res.status !== 200) throw new Error(`passkey registration: ${start.res.status} ${start.body}`);
+  const conf = await json(
+    `${server.url}/auth/enroll/u2f/confirm`,
+    { Credential: key.create(JSON.parse(start.body)), Name: 'bench' },
+    session,
+    client,
+  );
+  if (conf.res.status !== 200) throw new Error(`passkey confirmation: ${conf.res.status} ${conf.body}`);
+  return { key, handle: Buffer.from(id).toString('base64url') };
+}
+
+/** The library's assertion check alone (what /auth/u2f/finish spends on cryptography), in process. */
+async function verifyCost() {
+  const { verifyAuthenticationResponse } = await import('@simplewebauthn/server');
+  const key = new SoftKey('id.bench.example', RP_ORIGIN);
+  const challenge = Buffer.from('bench challenge 0123456789').toString('base64url');
+  const times = [];
+  for (let i = 0; i < 50; i++) {
+    const response = key.get({ challenge }, undefined);
+    const t = performance.now();
+    await verifyAuthenticationResponse({
+      response,
+      expectedChallenge: challenge,
+      expectedOrigin: RP_ORIGIN,
+      expectedRPID: 'id.bench.example',
+      credential: { id: response.id, publicKey: new Uint8Array(key.cose), counter: key.counter - 1 },
+      requireUserVerification: false,
+    });
+    times.push(performance.now() - t);
+  }
+  return median(times.slice(10));
+}
+
 async function main() {
   if (!opt['no-build']) await build();
   const { ARGON2_OPTIONS } = await import(join(ROOT, 'dist/core/hashing.js'));
@@ -88,6 +167,8 @@ async function main() {
 
   const dir = mkdtempSync(join(tmpdir(), 'gatehouse-bench-signin-'));
   process.env.SVC_SERVER_TRUSTPROXY = '127.0.0.1, ::1';
+  // WebAuthn's relying party comes from the configured sign-in URL (never the Host header).
+  process.env.SVC_SERVER_SIGNINURL = `${RP_ORIGIN}/signin`;
   const server = await startServer({ root: ROOT, database: join(dir, 'bench.db') });
   try {
     const admin = { authorization: `Bearer ${server.key}`, 'content-type': 'application/json' };
@@ -141,6 +222,58 @@ async function main() {
       argon2id: { ...ARGON2_OPTIONS, verifyMedianMs: Math.round(verifyMs * 10) / 10 },
       machine: machineInfo(),
     };
+
+    // Passkey sign-ins: each client its own user and key (a key's counter must only go up, so one
+    // key is never used by two clients at once).
+    const keys = [];
+    for (let i = 0; i < CONNECTIONS; i++) keys.push(await passkeyUser(server, admin, i, PW));
+    const pk = { ok: 0, failed: 0, statuses: {}, lat: [], start: [], sign: [], finish: [] };
+    const pkEnd = Date.now() + DURATION_MS;
+    const pkWorker = async (k) => {
+      while (Date.now() < pkEnd) {
+        const client = nextClient();
+        const t0 = performance.now();
+        const st = await fetch(`${server.url}/auth/u2f/start`, {
+          method: 'POST',
+          headers: { 'x-requested-with': 'bench', 'x-forwarded-for': client },
+        });
+        const options = await st.json();
+        const t1 = performance.now();
+        const assertion = k.key.get(options, k.handle);
+        const t2 = performance.now();
+        const f = await json(`${server.url}/auth/u2f/finish`, assertion, cookieOf(st), client);
+        const t3 = performance.now();
+        pk.statuses[f.res.status] = (pk.statuses[f.res.status] ?? 0) + 1;
+        if (f.res.status === 200) {
+          pk.ok++;
+          pk.lat.push(t3 - t0);
+          pk.start.push(t1 - t0);
+          pk.sign.push(t2 - t1);
+          pk.finish.push(t3 - t2);
+        } else pk.failed++;
+      }
+    };
+    const pkStarted = performance.now();
+    await Promise.all(keys.map(pkWorker));
+    const pkSeconds = (performance.now() - pkStarted) / 1000;
+    pk.lat.sort((a, b) => a - b);
+    const pkPct = (p) =>
+      pk.lat.length ? pk.lat[Math.min(pk.lat.length - 1, Math.floor((p / 100) * pk.lat.length))] : NaN;
+    result.passkey = {
+      signinsPerSecond: round1(pk.ok / pkSeconds),
+      signins: pk.ok,
+      failed: pk.failed,
+      statuses: pk.statuses,
+      seconds: round1(pkSeconds),
+      latencyMs: { p50: Math.round(pkPct(50)), p90: Math.round(pkPct(90)), p99: Math.round(pkPct(99)) },
+      stepMedianMs: {
+        start: round1(median(pk.start)),
+        sign: round1(median(pk.sign)),
+        finish: round1(median(pk.finish)),
+      },
+      verifyMedianMs: round1(await verifyCost()),
+    };
+    const P = result.passkey;
     console.log(`
 ## Benchmark: password sign-ins (bench/signin.mjs)
 
@@ -151,6 +284,11 @@ async function main() {
 | Latency of one sign-in p50 / p90 / p99 | ${result.latencyMs.p50} / ${result.latencyMs.p90} / ${result.latencyMs.p99} ms |
 | argon2id parameters | m=${ARGON2_OPTIONS.memoryCost} KiB, t=${ARGON2_OPTIONS.timeCost}, p=${ARGON2_OPTIONS.parallelism} |
 | One argon2id verification (median, idle) | ${result.argon2id.verifyMedianMs} ms |
+| Passkey sign-ins per second (start + finish, no e-mail step, no password, ${CONNECTIONS} clients, ${P.seconds} s) | ${P.signinsPerSecond} |
+| Passkey sign-ins completed / failed | ${P.signins} / ${P.failed} |
+| Latency of one passkey sign-in p50 / p90 / p99 | ${P.latencyMs.p50} / ${P.latencyMs.p90} / ${P.latencyMs.p99} ms |
+| Where it goes (medians): POST /auth/u2f/start / signing (client) / POST /auth/u2f/finish | ${P.stepMedianMs.start} / ${P.stepMedianMs.sign} / ${P.stepMedianMs.finish} ms |
+| The assertion check alone (@simplewebauthn/server, ES256, median, idle) | ${P.verifyMedianMs} ms |
 
 Machine: nproc ${result.machine.nproc}, ${result.machine.cpuModel}, ${result.machine.memTotalGiB} GiB, Node ${result.machine.node}, ${result.machine.os}, load average ${result.machine.loadAvg.join(' ')}.
 \`free -h\`:
@@ -158,7 +296,7 @@ Machine: nproc ${result.machine.nproc}, ${result.machine.cpuModel}, ${result.mac
 ${result.machine.free}
 \`\`\``);
     if (opt.json) writeFileSync(opt.json, JSON.stringify(result, null, 2));
-    if (failed > 0) process.exitCode = 1;
+    if (failed > 0 || P.failed > 0) process.exitCode = 1;
   } finally {
     await server.stop();
     rmSync(dir, { recursive: true, force: true });

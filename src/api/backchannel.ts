@@ -77,10 +77,16 @@ async function identityOf(
  * access check: an active, not overdue membership at the group's IntegrityLevel, where `level`
  * is the session's (an API key has none: 0). Every identity handed to a proxy passes here.
  */
-async function requireAppAccess(ctx: ServiceContext, app: StoredObject, userId: string, level: number) {
+async function requireAppAccess(
+  ctx: ServiceContext,
+  app: StoredObject,
+  userId: string,
+  level: number,
+  location?: ProxySession['location'],
+) {
   const groups = Array.isArray(app.doc.AccessGroups) ? (app.doc.AccessGroups as string[]) : [];
   if (groups.length === 0) return;
-  for (const g of groups) if (await membershipCounts(ctx, g, userId, level)) return;
+  for (const g of groups) if (await membershipCounts(ctx, g, userId, level, location)) return;
   throw new ApiError(
     'Forbidden',
     `this user may not use App ${app.id}: it is open to active members of its AccessGroups only`,
@@ -245,7 +251,7 @@ export function registerProxyBackchannel(app: FastifyInstance, ctx: ServiceConte
     const s = await needSessions().byId(ctx, sessionId);
     if (!s) throw new ApiError('Forbidden', 'the session has ended');
     const identity = await identityOf(ctx, s.userId, s.expires, s.sessionId);
-    await requireAppAccess(ctx, a, s.userId, s.integrityLevel);
+    await requireAppAccess(ctx, a, s.userId, s.integrityLevel, s.location);
     return identity;
   });
 
@@ -255,7 +261,7 @@ export function registerProxyBackchannel(app: FastifyInstance, ctx: ServiceConte
     const s = SessionID ? await needSessions().byId(ctx, SessionID) : undefined;
     if (!s || s.userId === '') throw new ApiError('Forbidden', 'the session has ended');
     const identity = await identityOf(ctx, s.userId, s.expires, s.sessionId);
-    await requireAppAccess(ctx, a, s.userId, s.integrityLevel);
+    await requireAppAccess(ctx, a, s.userId, s.integrityLevel, s.location);
     return identity;
   });
 
@@ -272,14 +278,23 @@ export function registerProxyBackchannel(app: FastifyInstance, ctx: ServiceConte
     const m = ports.memberships;
     if (!m) throw new ApiError('Unavailable', 'group memberships are not available in this service build');
     let level: number | undefined;
+    let location: ProxySession['location'];
     const sid = (req.body as { SessionID?: unknown }).SessionID;
     if (typeof sid === 'string' && sid !== '' && ports.sessions) {
       const s: ProxySession | undefined = await ports.sessions.byId(ctx, sid);
-      if (s && s.userId === b.UserID) level = s.integrityLevel;
+      if (s && s.userId === b.UserID) {
+        level = s.integrityLevel;
+        location = s.location;
+      }
     }
     // Without a configured sign-in URL, the access-request page is on this service as the proxy reaches it.
     const origin = `${req.protocol}://${req.host}`;
-    const r = await m.check(ctx, b.UserID, b.Groups, b.Op, { next: b.Next, integrityLevel: level, origin });
+    const r = await m.check(ctx, b.UserID, b.Groups, b.Op, {
+      next: b.Next,
+      integrityLevel: level,
+      origin,
+      ...(location ? { location } : {}),
+    });
     for (const e of r.Results) if (e.StatusCode === 200) await m.markUsed(ctx, e.GroupID, b.UserID);
     return r;
   });
@@ -327,7 +342,7 @@ export function registerProxyBackchannel(app: FastifyInstance, ctx: ServiceConte
       return reply.redirect(await sessions.signinPage(ctx, here), 302);
     }
     // Refused here with a page that says why, rather than by the exchange after the redirect.
-    await requireAppAccess(ctx, a, s.userId, s.integrityLevel);
+    await requireAppAccess(ctx, a, s.userId, s.integrityLevel, s.location);
     target.searchParams.set('code', await issueCode(ctx, a.id, s.sessionId));
     target.searchParams.set('state', state);
     return reply.redirect(target.toString(), 302);

@@ -7,6 +7,7 @@ import type { ObjectType } from '../schema/type.js';
 import type { ServiceContext } from '../store/context.js';
 import { DIRECTORY_PATHS } from './directoryopenapi.js';
 import { VOUCH_PATHS, VOUCH_SCHEMAS } from './openapi-vouch.js';
+import { WEBAUTHN_PATHS } from './openapi-webauthn.js';
 import { SCRIPT_OPENAPI_PATHS } from './scripts.js';
 
 type Json = Record<string, unknown>;
@@ -199,6 +200,7 @@ export function openApiDocument(): Json {
       DIRECTORY_PATHS,
       SCRIPT_OPENAPI_PATHS,
       ...factors.map((f) => f.paths ?? {}),
+      WEBAUTHN_PATHS,
     ),
     components: {
       securitySchemes: {

@@ -1,4 +1,5 @@
 import type { FastifyRequest } from 'fastify';
+import { insideRegions } from '../core/regions.js';
 import { TENANT_ID, Tenant } from '../objects/tenant.js';
 import type { Doc } from '../schema/fields.js';
 import type { ServiceContext } from '../store/context.js';
@@ -15,7 +16,10 @@ export const Level = {
   OneFactor: 2,
   /** Factors of two different kinds proven (something known + something held). */
   TwoFactors: 3,
-  /** A hardware-backed factor (security key; later issue). */
+  /**
+   * A hardware-backed factor: a security key or passkey bound to one device (not synced) that
+   * verified its holder (PIN or biometric) in this very assertion (src/auth/factors/u2f).
+   */
   Hardware: 4,
 } as const;
 export type IntegrityLevel = (typeof Level)[keyof typeof Level];
@@ -26,7 +30,13 @@ export const LEVEL_NAMES = ['none', 'identified', 'one factor', 'two factors', '
  * activation code: it proves an enrolment invitation, not the person, so it lifts a session to
  * OneFactor on its own (enough to enrol and activate) and never combines into TwoFactors.
  */
-export type FactorKind = 'knowledge' | 'possession' | 'hardware' | 'delegated' | 'invitation';
+export type FactorKind = 'knowledge' | 'possession' | 'verified' | 'hardware' | 'delegated' | 'invitation';
+/*
+ * 'verified' is a key that verified its holder (WebAuthn user verification) but is not bound to
+ * one device (a synced passkey): something held, unlocked by something known or inherent, so it
+ * counts as both possession and knowledge (two factors on its own). 'hardware' is such a key
+ * bound to one device: level 4.
+ */
 /**
  * Each factor's kind by name, filled from the factors' own declarations (`Factor.kind`) by the
  * registry, src/auth/factors/index.ts, when it loads. Until then it is empty, and every level
@@ -38,6 +48,7 @@ export const FACTOR_KINDS: Record<string, FactorKind> = {};
 export function levelOfKinds(kinds: Iterable<FactorKind | undefined>): number {
   const real = new Set([...kinds].filter((k) => k !== undefined && k !== 'invitation'));
   if (real.has('hardware')) return Level.Hardware;
+  if (real.delete('verified')) real.add('knowledge').add('possession');
   if (real.size >= 2) return Level.TwoFactors;
   if (real.size === 1) return Level.OneFactor;
   return Level.Identified;
@@ -103,4 +114,22 @@ export function classify(req: FastifyRequest, isAdmin: boolean): OperationClass 
   if (safe && (path === '/users/me' || path === '/auth/sessions')) return 'read';
   if (isAdmin) return 'admin';
   return safe ? 'read' : 'write';
+}
+
+/**
+ * The location policy (Tenant.LocationLevel, Tenant.LocationRegions; docs/signin.md): the highest
+ * level a session may hold given its reported location. Levels from LocationLevel up need a
+ * location reported in this session (POST /auth/location) inside one of the regions; without one
+ * the session holds at most LocationLevel - 1. A reported location is the client's claim, so the
+ * policy only ever lowers a level, never raises one. 4 (no cap) when the policy is off.
+ */
+export function locationCap(
+  tenant: Doc,
+  location: { Latitude: number; Longitude: number } | undefined,
+): number {
+  const level = tenant.LocationLevel;
+  const regions = Array.isArray(tenant.LocationRegions) ? (tenant.LocationRegions as string[]) : [];
+  if (typeof level !== 'number' || level < Level.OneFactor || level > Level.Hardware) return Level.Hardware;
+  if (location && insideRegions(location.Latitude, location.Longitude, regions)) return Level.Hardware;
+  return level - 1;
 }

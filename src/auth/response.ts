@@ -1,7 +1,7 @@
 import { User } from '../objects/user.js';
 import type { ServiceContext } from '../store/context.js';
 import { factors } from './factors/index.js';
-import { FACTOR_KINDS, LEVEL_NAMES, Level } from './integrity.js';
+import { FACTOR_KINDS, LEVEL_NAMES, Level, levelOfKinds, locationCap, tenantDoc } from './integrity.js';
 import type { Session } from './session/sessions.js';
 
 /*
@@ -26,20 +26,17 @@ export async function authResponse(
     : [];
   const next = user ? usable.filter((n) => !s?.factors.includes(n)) : ['email'];
   // The best level this user's factors can reach (what the sign-in pages aim for).
-  const kinds = new Set(usable.map((n) => FACTOR_KINDS[n]));
-  const reachable = !user
-    ? Level.Identified
-    : kinds.size >= 2
-      ? Level.TwoFactors
-      : kinds.size === 1
-        ? Level.OneFactor
-        : Level.Identified;
+  const byFactors = user ? levelOfKinds(usable.map((n) => FACTOR_KINDS[n])) : Level.Identified;
+  // The location policy caps what the factors can reach until a location inside a region is reported.
+  const cap = locationCap(await tenantDoc(ctx), s?.data.Location);
+  const reachable = Math.min(byFactors, cap);
   return {
     Authorized: user !== undefined && level >= need,
     IntegrityLevel: level,
     IntegrityLevelName: LEVEL_NAMES[level],
     RequiredLevel: need,
     ReachableLevel: Math.max(reachable, level),
+    LocationRequired: cap < Math.min(Level.Hardware, Math.max(byFactors, need)),
     SessionID: s?.id ?? '',
     UserID: s?.userId ?? '',
     Email: user ? String(user.doc.Email ?? '') : '',

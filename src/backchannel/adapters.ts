@@ -15,7 +15,13 @@ async function signedIn(ctx: ServiceContext, s: Session | undefined): Promise<Pr
   if (s.level < requiredLevel(await tenantDoc(ctx), 'read')) return undefined;
   const user = await ctx.store.get(User, s.userId);
   if (!user || !userUsable(user.doc)) return undefined;
-  return { sessionId: s.id, userId: s.userId, integrityLevel: s.level, expires: new Date(s.expireTime) };
+  return {
+    sessionId: s.id,
+    userId: s.userId,
+    integrityLevel: s.level,
+    expires: new Date(s.expireTime),
+    ...(s.data.Location ? { location: s.data.Location } : {}),
+  };
 }
 
 /** The sign-in issue's sessions (src/auth/session). */

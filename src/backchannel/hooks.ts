@@ -8,6 +8,8 @@ export interface ProxySession {
   userId: string;
   integrityLevel: number;
   expires: Date;
+  /** The position the browser last reported (POST /auth/location), for group location checks. */
+  location?: { Latitude: number; Longitude: number };
 }
 
 /** What the back channel needs from the sign-in part of the service. */
@@ -27,7 +29,12 @@ export interface MembershipsPort {
     userId: string,
     groups: readonly string[],
     op: 'and' | 'or',
-    opts: { next?: string; integrityLevel?: number; origin?: string },
+    opts: {
+      next?: string;
+      integrityLevel?: number;
+      origin?: string;
+      location?: { Latitude: number; Longitude: number };
+    },
   ): Promise<AccessCheckResponse>;
   /** Records that the user used the membership (POST /groups/:id/members/:user/use). */
   markUsed(ctx: ServiceContext, groupId: string, userId: string): Promise<void>;

@@ -6,7 +6,15 @@ import { Membership, membershipId } from '../objects/membership.js';
 import { TENANT_ID, Tenant } from '../objects/tenant.js';
 import { User } from '../objects/user.js';
 import type { ServiceContext } from '../store/context.js';
-import { applyOp, expireIfDue, expiryDue, groupSettings, stateOf } from './lifecycle.js';
+import {
+  applyOp,
+  expireIfDue,
+  expiryDue,
+  groupSettings,
+  locationCounts,
+  type ReportedLocation,
+  stateOf,
+} from './lifecycle.js';
 
 /** One entry of an access-check result (spec "AccessCheck result"). */
 export interface CheckEntry {
@@ -67,7 +75,8 @@ export const requestPage = (base: string, groupId: string, next?: string) =>
  *   "and": checks every group, no short-circuit.
  * - A membership counts when it is active, not overdue for expiry (an overdue one is expired now:
  *   expiry is applied lazily here and by a periodic sweep), and the caller's session integrity
- *   level (default 0) reaches the group's IntegrityLevel.
+ *   level (default 0) reaches the group's IntegrityLevel, and the session's reported location is
+ *   inside one of the group's LocationRegions when it has any (no location known: not inside).
  * - `next` is carried in every Location (the page checks it against the allow-list).
  * - Location is absolute when Tenant.SigninURL or server.signinurl is set; otherwise it is the
  *   path /signin/groups/:id on this service, prefixed with `origin` when the caller gives it
@@ -79,7 +88,7 @@ export async function checkMembership(
   userId: string,
   groupIds: readonly string[],
   op: 'and' | 'or',
-  opts: { next?: string; integrityLevel?: number; origin?: string } = {},
+  opts: { next?: string; integrityLevel?: number; origin?: string; location?: ReportedLocation } = {},
 ): Promise<CheckResult> {
   const ids = [...new Set(groupIds)];
   if (ids.length === 0)
@@ -111,7 +120,11 @@ export async function checkMembership(
       await expireIfDue(ctx, group, userId);
       m = await ctx.store.get(Membership, membershipId(gid, userId));
     }
-    const ok = usable && stateOf(m?.doc) === 'active' && level >= group.IntegrityLevel;
+    const ok =
+      usable &&
+      stateOf(m?.doc) === 'active' &&
+      level >= group.IntegrityLevel &&
+      locationCounts(group, opts.location);
     if (ok) {
       results.push({ GroupID: gid, StatusCode: 200 });
       if (op === 'or') break;

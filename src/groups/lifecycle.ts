@@ -1,5 +1,6 @@
 import type { Principal } from '../auth/principal.js';
 import { ApiError } from '../core/errors.js';
+import { insideRegions } from '../core/regions.js';
 import { Group } from '../objects/group.js';
 import { Membership, membershipId } from '../objects/membership.js';
 import { User } from '../objects/user.js';
@@ -20,8 +21,21 @@ export interface GroupSettings {
   Approvers: string[];
   ApproverGroup: string;
   IntegrityLevel: number;
+  /** Where a session must be for the membership to count (empty: anywhere); docs/signin.md. */
+  LocationRegions: string[];
   ExpireUnusedDays: number;
 }
+
+/** A session's reported position (POST /auth/location), as group location checks read it. */
+export interface ReportedLocation {
+  Latitude: number;
+  Longitude: number;
+}
+
+/** Does the group's location requirement hold for this position (none known: only if it has none)? */
+export const locationCounts = (group: GroupSettings, at: ReportedLocation | undefined) =>
+  group.LocationRegions.length === 0 ||
+  (at !== undefined && insideRegions(at.Latitude, at.Longitude, group.LocationRegions));
 
 export const groupSettings = (doc: Doc): GroupSettings => ({
   ID: String(doc.ID ?? ''),
@@ -31,6 +45,7 @@ export const groupSettings = (doc: Doc): GroupSettings => ({
   Approvers: Array.isArray(doc.Approvers) ? (doc.Approvers as string[]) : [],
   ApproverGroup: String(doc.ApproverGroup ?? ''),
   IntegrityLevel: Number(doc.IntegrityLevel ?? 0),
+  LocationRegions: Array.isArray(doc.LocationRegions) ? (doc.LocationRegions as string[]) : [],
   ExpireUnusedDays: Number(doc.ExpireUnusedDays ?? 0),
 });
 
@@ -78,12 +93,13 @@ export async function membershipCounts(
   groupId: string,
   userId: string,
   level: number,
+  location?: ReportedLocation,
 ): Promise<boolean> {
   if (groupId === '' || userId === '') return false;
   const g = await ctx.store.get(Group, groupId);
   if (!g) return false;
   const group = groupSettings(g.doc);
-  if (level < group.IntegrityLevel) return false;
+  if (level < group.IntegrityLevel || !locationCounts(group, location)) return false;
   const m = await ctx.store.get(Membership, membershipId(groupId, userId));
   return !!m && stateOf(m.doc) === 'active' && !expiryDue(group, m.doc);
 }

@@ -1,3 +1,4 @@
+import { checkRegion } from '../core/regions.js';
 import { f } from '../schema/fields.js';
 import { ALL_OPS, FULL, type ObjectType, READ } from '../schema/type.js';
 
@@ -23,6 +24,11 @@ export const Group: ObjectType = {
       min: 0,
       max: 4,
       doc: 'Session integrity level needed to use the membership',
+    }),
+    LocationRegions: f.strings({
+      check: checkRegion,
+      maxItems: 64,
+      doc: 'The membership counts only from a session located inside one of these regions ("[name:] latitude,longitude,radius km")',
     }),
     ExpireUnusedDays: f.integer({
       min: 0,

@@ -1,3 +1,4 @@
+import { checkRegion } from '../core/regions.js';
 import { checkOrigin, checkUrl, f } from '../schema/fields.js';
 import type { ObjectType } from '../schema/type.js';
 import { SCRIPT_TENANT_FIELDS, SCRIPT_TENANT_RULES } from './scriptlimits.js';
@@ -17,6 +18,8 @@ export const Tenant: ObjectType = {
     IntegrityCredentials: 'admin',
     IntegrityAdmin: 'admin',
     ...SCRIPT_TENANT_RULES,
+    LocationLevel: 'admin',
+    LocationRegions: 'admin',
   },
   fields: {
     Name: f.string({ maxLength: 256, default: 'Gatehouse' }),
@@ -49,5 +52,17 @@ export const Tenant: ObjectType = {
       doc: 'Account changes wait for an administrator to approve them (docs/directory.md)',
     }),
     ...SCRIPT_TENANT_FIELDS,
+    // Location policy (docs/signin.md): levels from LocationLevel up need a reported location inside a region.
+    LocationLevel: f.integer({
+      min: 0,
+      max: 4,
+      check: (v: number) => (v === 1 ? 'must be 0 (off) or 2 to 4' : undefined),
+      doc: 'Sessions hold this level and above only with a location inside LocationRegions (0: off)',
+    }),
+    LocationRegions: f.strings({
+      check: checkRegion,
+      maxItems: 64,
+      doc: 'Regions for LocationLevel: "[name:] latitude,longitude,radius km"',
+    }),
   },
 };

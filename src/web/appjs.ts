@@ -78,9 +78,16 @@ export const APP_JS = String.raw`(function () {
   var KIND = { password: 'knowledge', pin: 'knowledge', totp: 'possession', backup: 'possession', activation_code: 'invitation', otp: 'possession', pstn: 'possession', mobile: 'possession' };
   var LABEL = { password: 'password', pin: 'PIN', totp: 'authenticator app', backup: 'a backup code', activation_code: 'activation code', otp: 'an e-mail link', pstn: 'a code to your phone', mobile: 'a request to your phone app' };
   var ORDER = ['password', 'totp', 'mobile', 'pin', 'backup', 'otp', 'pstn'];
+  // Security keys (webauthn.js): one choice for the three proofs a key can give (u2f, u2f_uv, u2f_up).
+  FACTOR_FORMS.u2f = 'f-u2f'; KIND.u2f = 'hardware'; KIND.u2f_uv = 'verified'; KIND.u2f_up = 'possession';
+  LABEL.u2f = LABEL.u2f_uv = LABEL.u2f_up = 'security key'; ORDER.unshift('u2f');
+  function keyChoice(list) {
+    return list.map(function (f) { return f.indexOf('u2f') === 0 ? 'u2f' : f; }).filter(function (f, i, a) { return a.indexOf(f) === i; });
+  }
   // What a person proved, in their words (for "You signed in with …").
   var PROOF = { password: 'your password', pin: 'your PIN', totp: 'your authenticator app', backup: 'a backup code', activation_code: 'your activation code',
     otp: 'a link sent to your e-mail', pstn: 'a code sent to your phone', mobile: 'your phone', u2f: 'your security key or passkey', vouch: 'a colleague vouching for you' };
+  PROOF.u2f_uv = PROOF.u2f_up = PROOF.u2f;
   function proofs(list) {
     // Never a factor's internal name: a factor without words here is "another way of signing in".
     var words = list.map(function (f) { return PROOF[f] || LABEL[f] || 'another way of signing in'; });
@@ -91,6 +98,8 @@ export const APP_JS = String.raw`(function () {
     document.title = text + ' · ' + document.title.split(' · ').slice(1).join(' · ');
   }
   var chosen = '';
+  var askedLocation = false;
+  var locationAnswer = '';
 
   function authState() {
     return api('POST', '/auth', { form: { intent: intent } }).then(function (r) {
@@ -141,7 +150,19 @@ export const APP_JS = String.raw`(function () {
       if (!st.UserID) {
         show($('step-email'), true); show($('step-factors'), false); show($('step-done'), false);
         $('email').focus();
+        if (window.gatehouseWebAuthn) window.gatehouseWebAuthn.emailStep();
         return;
+      }
+      // Location policy (docs/signin.md): the level needs a location inside the tenant's regions.
+      if (st.LocationRequired && !askedLocation && navigator.geolocation) {
+        askedLocation = true;
+        navigator.geolocation.getCurrentPosition(function (pos) {
+          api('POST', '/auth/location', { form: { lat: String(pos.coords.latitude), long: String(pos.coords.longitude) } }).then(function () { locationAnswer = 'outside'; return renderSignin(); });
+        }, function () { locationAnswer = 'refused'; renderSignin(); });
+      } else if (st.LocationRequired && locationAnswer) {
+        alertBox('error', locationAnswer === 'refused'
+          ? 'Your location is needed for full access; the browser did not give it.'
+          : 'Full access is possible only from one of the allowed locations.');
       }
       var target = Math.max(st.RequiredLevel, st.ReachableLevel);
       if (st.Authorized && st.IntegrityLevel >= target) return finish(st);
@@ -150,7 +171,7 @@ export const APP_JS = String.raw`(function () {
       $('who-label').textContent = stepUp ? 'Signed in as' : 'Signing in as';
       // One factor at a time: prefer one of a kind not proven yet (that is what raises the level).
       var provenKinds = st.Proven.map(function (f) { return KIND[f]; });
-      var ordered = ORDER.filter(function (f) { return st.Factors.indexOf(f) >= 0; });
+      var ordered = ORDER.filter(function (f) { return keyChoice(st.Factors).indexOf(f) >= 0; });
       var useful = ordered.filter(function (f) { return provenKinds.indexOf(KIND[f]) < 0; });
       var choices = useful.length ? useful : ordered;
       if (choices.indexOf(chosen) < 0) chosen = choices[0] || '';
@@ -172,7 +193,7 @@ export const APP_JS = String.raw`(function () {
       });
       show($('f-activation'), false);
       if (chosen === 'pstn') pstnLoad();
-      show($('no-factor'), st.Factors.length === 0);
+      show($('no-factor'), st.Factors.length === 0 && !st.LocationRequired);
       $('progress').textContent = st.Proven.length
         ? 'You proved ' + proofs(st.Proven) + '. One more step is needed' + (stepUp ? ' for what you asked to do.' : ' to sign in.')
           + (st.Reason ? ' ' + st.Reason : '')

@@ -36,6 +36,7 @@ function layout(o: PageOpts): string {
 <title>${esc(o.title)} · ${esc(o.tenant)}</title>
 ${ICON_LINKS}${o.head ?? ''}
 <link rel="stylesheet" href="/signin/assets/style.css">
+<script src="/signin/assets/webauthn.js" defer></script>
 <script src="/signin/assets/app.js" defer></script>
 </head>
 <body data-page="${o.page}" data-signed-in="${o.signedIn ? 'yes' : 'no'}" data-return="${esc(o.returnUrl ?? '')}" data-intent="${esc(o.intent ?? '')}">
@@ -87,9 +88,10 @@ export function signinPage(
   <div id="step-email" hidden>
     <form id="f-email">
       <label for="email">E-mail address</label>
-      <input id="email" name="email" type="email" autocomplete="username" required>
+      <input id="email" name="email" type="email" autocomplete="username webauthn" required>
       <button type="submit" class="block">Continue</button>
     </form>
+    <button type="button" id="passkey-signin" class="secondary block" hidden>Sign in with a passkey</button>
   </div>
   <div id="step-factors" hidden>
     <div class="who"><span><span id="who-label">Signing in as</span> <strong id="who-email"></strong></span>
@@ -99,6 +101,10 @@ export function signinPage(
     ${factorForm('f-pin', 'PIN', '<input id="pin" name="code" type="password" inputmode="numeric" autocomplete="off" pattern="[0-9]*" required>', 'pin', 'Continue with PIN')}
     ${factorForm('f-totp', 'Code from your authenticator app', '<input id="totp" name="code" inputmode="numeric" autocomplete="one-time-code" pattern="[0-9 ]*" maxlength="7" required>', 'totp', 'Verify code', 'Open your authenticator app and type the 6-digit code.')}
     ${factorForm('f-backup', 'Backup code', '<input id="backup" name="code" autocomplete="off" required>', 'backup', 'Use backup code', 'Each backup code works once.')}
+    <form id="f-u2f" class="factor" hidden>
+      <p>Use your security key or passkey: insert or touch the key, or confirm on this device.</p>
+      <button type="submit" class="block">Use security key</button>
+    </form>
     ${factorForm('f-activation', 'Activation code', '<input id="activation" name="code" autocomplete="off" required>', 'activation', 'Activate')}
     ${OTP_SIGNIN_FORM}
     ${PSTN_SIGNIN_FORM}
@@ -162,6 +168,16 @@ export function enrollPage(tenant: string, signedIn = false): string {
         <button type="button" id="totp-cancel" class="secondary">Cancel</button>
       </form>
     </div>
+  </section>
+  <section class="card" aria-labelledby="h-u2f">
+    <h2 id="h-u2f">Security keys and passkeys <span id="st-u2f" class="badge"></span></h2>
+    <p class="muted">A hardware key (USB, NFC) or a passkey on this device: signs you in without a password, and cannot be phished.</p>
+    <ul id="keys" class="keys"></ul>
+    <form id="e-u2f">
+      <label for="key-name">Name of the new key</label>
+      <input id="key-name" maxlength="64" autocomplete="off" placeholder="e.g. Blue key">
+      <button type="submit">Add a security key or passkey</button>
+    </form>
   </section>
   <section class="card" aria-labelledby="h-backup">
     <h2 id="h-backup">Backup codes</h2>

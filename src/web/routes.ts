@@ -9,6 +9,7 @@ import { debugPage, enrollPage, otpLinkPage, signinPage, signoutPage } from './p
 import { safeReturnUrl } from './returnurl.js';
 import { STYLE_CSS } from './style.js';
 import { registerVouchPages } from './vouch.js';
+import { WEBAUTHN_JS } from './webauthnjs.js';
 
 /** Pages allow only their own script and style; images may be data: URLs (the TOTP QR code). */
 export const PAGE_CSP =
@@ -47,6 +48,11 @@ export function registerWebRoutes(app: FastifyInstance, ctx: ServiceContext) {
     '/signin/assets/app.js',
     { config: { auth: 'none' } },
     asset(APP_JS, 'text/javascript; charset=utf-8'),
+  );
+  app.get(
+    '/signin/assets/webauthn.js',
+    { config: { auth: 'none' } },
+    asset(WEBAUTHN_JS, 'text/javascript; charset=utf-8'),
   );
   app.get(
     '/signin/assets/style.css',

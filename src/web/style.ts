@@ -64,6 +64,11 @@ button.block { width: 100%; }
 .badge.on { background: var(--good-bg); color: var(--good); border-color: transparent; }
 .qr { display: block; margin: 1rem auto; width: 200px; height: 200px; image-rendering: pixelated; }
 code, .mono { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: .9rem; }
+ul.keys { list-style: none; padding: 0; margin: 0 0 .75rem; }
+ul.keys li { display: flex; justify-content: space-between; align-items: center; gap: .5rem;
+  border-bottom: 1px solid var(--line); padding: .35rem 0; font-size: .92rem; }
+ul.keys li button { margin: 0; padding: .25rem .6rem; font-size: .85rem; }
+#passkey-signin { margin-top: .75rem; }
 ol.codes { columns: 2; font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; padding-left: 1.5rem; }
 .grid { display: grid; grid-template-columns: 1fr 1fr; gap: 1.25rem; }
 @media (max-width: 760px) { .grid { grid-template-columns: 1fr; } }

@@ -12,6 +12,7 @@ import { pinFactor } from './pin/index.js';
 import { pstnFactor } from './pstn/index.js';
 import { registerFactors } from './stepup.js';
 import { totpFactor } from './totp/index.js';
+import { u2fFactors } from './u2f/index.js';
 import { vouchFactor } from './vouch/index.js';
 
 /** Every sign-in factor and step, as plug-ins. Adding one = a folder here + one line in this list. */
@@ -28,6 +29,7 @@ export const factors: Factor[] = [
   otpFactor,
   pstnFactor,
   mobileFactor,
+  ...u2fFactors,
 ];
 
 // The lists that lower modules read, filled once from the declarations above (those modules are

@@ -4,7 +4,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError } from '../../core/errors.js';
 import type { ServiceContext } from '../../store/context.js';
 import { newId } from '../../store/objects.js';
-import { Level, levelOf, tenantDoc } from '../integrity.js';
+import { Level, levelOf, locationCap, tenantDoc } from '../integrity.js';
 import { clearSessionCookie, serviceCookies, setDeviceCookie, setSessionCookie } from './cookies.js';
 import { authDb, type SessionsTable } from './db.js';
 
@@ -15,6 +15,8 @@ export interface SessionData {
   Location?: { Latitude: number; Longitude: number; Time: string };
   UserAgent?: string;
   Address?: string;
+  /** A pending WebAuthn sign-in challenge (POST /auth/u2f/start; single use, see factors/u2f). */
+  WebAuthn?: { Challenge: string; Expires: number; UserID: string; Purpose: 'signin' | 'register' };
   /** A valid activation code was presented in this session. */
   ActivationCode?: boolean;
   /** Level granted by a boost from another session (the level never drops below it). */
@@ -92,8 +94,19 @@ async function lifetimes(ctx: Ctx) {
   const t = await tenantDoc(ctx);
   const idle = typeof t.SessionIdleSeconds === 'number' ? t.SessionIdleSeconds : 8 * 3600;
   const max = typeof t.SessionMaxSeconds === 'number' ? t.SessionMaxSeconds : 7 * 86400;
-  return { idleMs: idle * 1000, maxMs: max * 1000 };
+  return { idleMs: idle * 1000, maxMs: max * 1000, tenant: t };
 }
+
+/**
+ * The level a session holds now: the stored level (from its factors and boosts) within the
+ * tenant's location policy (locationCap). Applied whenever a session is read or written, so a
+ * policy change or a new location report takes effect at once; the stored level stays uncapped.
+ */
+function withinPolicy(s: Session, tenant: Record<string, unknown>): Session {
+  const cap = locationCap(tenant, s.data.Location);
+  return s.level > cap ? { ...s, level: cap } : s;
+}
+const effective = async (ctx: Ctx, s: Session) => withinPolicy(s, await tenantDoc(ctx));
 
 export async function createSession(
   ctx: Ctx,
@@ -135,7 +148,7 @@ export async function sessionByToken(ctx: Ctx, token: string): Promise<Session |
     .executeTakeFirst();
   if (!row) return undefined;
   const s = toSession(row);
-  const { idleMs } = await lifetimes(ctx);
+  const { idleMs, tenant } = await lifetimes(ctx);
   const now = Date.now();
   if (now >= s.expireTime || now - s.lastSeen >= idleMs) {
     await db.deleteFrom('sessions').where('id', '=', s.id).execute();
@@ -145,16 +158,16 @@ export async function sessionByToken(ctx: Ctx, token: string): Promise<Session |
     await db.updateTable('sessions').set({ last_seen: now }).where('id', '=', s.id).execute();
     s.lastSeen = now;
   }
-  return s;
+  return withinPolicy(s, tenant);
 }
 
 export async function sessionById(ctx: Ctx, id: string): Promise<Session | undefined> {
   const row = await authDb(ctx).selectFrom('sessions').selectAll().where('id', '=', id).executeTakeFirst();
   if (!row) return undefined;
   const s = toSession(row);
-  const { idleMs } = await lifetimes(ctx);
+  const { idleMs, tenant } = await lifetimes(ctx);
   const now = Date.now();
-  return now >= s.expireTime || now - s.lastSeen >= idleMs ? undefined : s;
+  return now >= s.expireTime || now - s.lastSeen >= idleMs ? undefined : withinPolicy(s, tenant);
 }
 
 export async function listSessions(ctx: Ctx, userId: string): Promise<Session[]> {
@@ -199,7 +212,7 @@ export async function saveSession(
   const r = await authDb(ctx).updateTable('sessions').set(set).where('id', '=', s.id).executeTakeFirst();
   if (Number(r.numUpdatedRows) === 0) throw new Error('session vanished');
   changed(s.userId, s.id);
-  return { session: { ...s, level }, token };
+  return { session: await effective(ctx, { ...s, level }), token };
 }
 
 /**
@@ -243,8 +256,9 @@ export async function mutateSession(
       await tx.updateTable('sessions').set(set).where('id', '=', id).execute();
       return { session: { ...s, level }, token };
     });
-  if (result) changed(result.session.userId, id);
-  return result;
+  if (!result) return undefined;
+  changed(result.session.userId, id);
+  return { ...result, session: await effective(ctx, result.session) };
 }
 
 // ---- per-request state ------------------------------------------------------------------------

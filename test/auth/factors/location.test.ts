@@ -9,8 +9,9 @@ import { account, authResponse, Browser, freshIp, makeUser, PW, signedIn, signIn
  * by it alone is level 0. There is no secret, so no 403 Incorrect Credential and no regulation,
  * and no enrolment.
  *
- * Not tested, because it does not exist: any use of the location (a policy that reads it) and any
- * check that the reported position is true; it is whatever the client says.
+ * The policy that reads it (Tenant.LocationLevel/LocationRegions) is test/auth/location-policy.test.ts.
+ * Not tested, because it does not exist: any check that the reported position is true; it is
+ * whatever the client says (so the policy only ever lowers a level).
  */
 describe.each(backends())('location step on %s', (backend) => {
   let s: TestService;

@@ -1,0 +1,210 @@
+import {
+  generateRegistrationOptions,
+  type RegistrationResponseJSON,
+  verifyRegistrationResponse,
+} from '@simplewebauthn/server';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { ApiError } from '../../../core/errors.js';
+import { User } from '../../../objects/user.js';
+import type { ServiceContext } from '../../../store/context.js';
+import { hasAnyScope } from '../../permissions.js';
+import { mutateRequestSession, requestSession } from '../../session/sessions.js';
+import { jsonBody } from '../factor.js';
+import { type CredentialChange, credentialChange, credentialChanged } from '../stepup.js';
+import {
+  CHALLENGE_MS,
+  credentialsOf,
+  MAX_CREDENTIALS,
+  publicView,
+  relyingParty,
+  type StoredCredential,
+  userHandle,
+} from './credentials.js';
+import { proofName } from './signin.js';
+
+/** Whose keys a request is about: one's own, or `?user=` for administrators (sessions or keys). */
+function targetUser(req: FastifyRequest): string {
+  const p = req.principal;
+  if (!p) throw new ApiError('Unauthenticated', 'authentication required');
+  const named = (req.query as Record<string, unknown> | undefined)?.user;
+  if (named === undefined || named === '' || named === p.userId) return p.userId;
+  if (typeof named !== 'string')
+    throw new ApiError('InvalidField', 'user may be given only once', { field: 'user' });
+  if (!hasAnyScope(p, ['admin']))
+    throw new ApiError('Forbidden', "only administrators may see another user's keys");
+  return named;
+}
+
+/** Registration needs the key in the holder's hands: only the user's own signed-in session. */
+function ownSession(change: CredentialChange) {
+  if (change.reset)
+    throw new ApiError(
+      'Forbidden',
+      'a security key is registered by its holder, in their own signed-in session (an administrator may remove keys)',
+    );
+}
+
+const cleanName = (v: unknown, n: number) => {
+  const s =
+    typeof v === 'string'
+      ? v
+          .replace(/[\p{Cc}\p{Cf}]/gu, '')
+          .trim()
+          .slice(0, 64)
+      : '';
+  return s || `Security key ${n}`;
+};
+
+/**
+ * Enrolment of security keys and passkeys (JSON):
+ * GET /auth/enroll/u2f lists them; POST /auth/enroll/u2f answers the creation options (a pending
+ * challenge on the session); POST /auth/enroll/u2f/confirm {"Credential", "Name"} verifies the
+ * browser's answer and stores the key; DELETE /auth/enroll/u2f/:id removes one. Setting and
+ * removing go through the step-up rule (../stepup.ts).
+ */
+export function registerEnrolment(app: FastifyInstance, ctx: ServiceContext) {
+  app.get('/auth/enroll/u2f', async (req, reply) => {
+    const userId = targetUser(req);
+    if (!(await ctx.store.get(User, userId))) throw new ApiError('NotFound', `User ${userId} does not exist`);
+    const list = credentialsOf(await ctx.store.getSecret(User, userId)).map(publicView);
+    reply.header('Cache-Control', 'no-store');
+    return reply.code(200).send({ Credentials: list });
+  });
+
+  app.post('/auth/enroll/u2f', async (req, reply) => {
+    const change = await credentialChange(req, ctx, 'u2f', 'set');
+    ownSession(change);
+    const rp = await relyingParty(ctx);
+    const user = await ctx.store.get(User, change.userId);
+    if (!user) throw new ApiError('NotFound', `User ${change.userId} does not exist`);
+    const existing = credentialsOf(await ctx.store.getSecret(User, change.userId));
+    if (existing.length >= MAX_CREDENTIALS)
+      throw new ApiError('Conflict', `at most ${MAX_CREDENTIALS} security keys per user: remove one first`);
+    const email = String(user.doc.Email || user.doc.UserName || user.id);
+    const fullName = (user.doc.Name as { FullName?: unknown } | undefined)?.FullName;
+    const options = await generateRegistrationOptions({
+      rpName: rp.name,
+      rpID: rp.id,
+      userName: email,
+      userID: userHandle(user.id),
+      userDisplayName: typeof fullName === 'string' && fullName !== '' ? fullName : email,
+      timeout: CHALLENGE_MS,
+      attestationType: 'none',
+      excludeCredentials: existing.map((c) => ({ id: c.ID, transports: c.Transports })),
+      authenticatorSelection: { residentKey: 'preferred', userVerification: 'preferred' },
+      extensions: { credProps: true },
+    });
+    const { session } = await requestSession(req, ctx);
+    if (!session) throw new ApiError('Unauthenticated', 'authentication required');
+    await mutateRequestSession(req, reply, ctx, session.id, (cur) => ({
+      ...cur,
+      data: {
+        ...cur.data,
+        WebAuthn: {
+          Challenge: options.challenge,
+          Expires: Date.now() + CHALLENGE_MS,
+          UserID: change.userId,
+          Purpose: 'register',
+        },
+      },
+    }));
+    reply.header('Cache-Control', 'no-store');
+    return reply.code(200).type('application/json').send(JSON.stringify(options));
+  });
+
+  app.post('/auth/enroll/u2f/confirm', async (req, reply) => {
+    const change = await credentialChange(req, ctx, 'u2f', 'set');
+    ownSession(change);
+    const body = jsonBody(req);
+    const response = body.Credential as RegistrationResponseJSON | undefined;
+    if (response === null || typeof response !== 'object' || typeof response.id !== 'string')
+      throw new ApiError('InvalidField', "Credential must be the browser's PublicKeyCredential JSON", {
+        field: 'Credential',
+      });
+    const { session } = await requestSession(req, ctx);
+    const pending = session?.data.WebAuthn;
+    if (!session || !pending || pending.Purpose !== 'register' || pending.UserID !== change.userId)
+      throw new ApiError(
+        'Conflict',
+        'no security-key registration is in progress: POST /auth/enroll/u2f first',
+      );
+    // Single use: the challenge goes whatever the outcome.
+    await mutateRequestSession(req, reply, ctx, session.id, (cur) => {
+      if (cur.data.WebAuthn?.Challenge !== pending.Challenge)
+        throw new ApiError('Conflict', 'the registration was already answered: POST /auth/enroll/u2f again');
+      const { WebAuthn: _, ...data } = cur.data;
+      return { ...cur, data };
+    });
+    if (pending.Expires < Date.now())
+      throw new ApiError('Conflict', 'the registration has expired: POST /auth/enroll/u2f again');
+    const rp = await relyingParty(ctx);
+    let info: NonNullable<Awaited<ReturnType<typeof verifyRegistrationResponse>>['registrationInfo']>;
+    try {
+      const v = await verifyRegistrationResponse({
+        response,
+        expectedChallenge: pending.Challenge,
+        expectedOrigin: rp.origin,
+        expectedRPID: rp.id,
+        requireUserVerification: false,
+      });
+      if (!v.verified) throw new Error('not verified');
+      info = v.registrationInfo;
+    } catch (e) {
+      req.log.warn({ userId: change.userId, reason: (e as Error).message }, 'WebAuthn registration refused');
+      throw new ApiError('BadRequest', "the security key's answer does not verify for this site", {
+        field: 'Credential',
+      });
+    }
+    const transports = Array.isArray(response.response?.transports)
+      ? response.response.transports.filter((t): t is string => typeof t === 'string').slice(0, 8)
+      : [];
+    const now = new Date().toISOString();
+    let stored: StoredCredential | undefined;
+    await ctx.store.systemPut(User, change.userId, (doc, s) => {
+      if (!doc) throw new ApiError('NotFound', `User ${change.userId} does not exist`);
+      const list = credentialsOf(s);
+      if (list.some((c) => c.ID === info.credential.id))
+        throw new ApiError('Conflict', 'this security key is registered already');
+      if (list.length >= MAX_CREDENTIALS)
+        throw new ApiError('Conflict', `at most ${MAX_CREDENTIALS} security keys per user: remove one first`);
+      stored = {
+        ID: info.credential.id,
+        PublicKey: Buffer.from(info.credential.publicKey).toString('base64url'),
+        Counter: info.credential.counter,
+        Transports: transports,
+        UserVerified: info.userVerified,
+        DeviceBound: info.credentialDeviceType === 'singleDevice',
+        Discoverable: response.clientExtensionResults?.credProps?.rk === true,
+        Name: cleanName(body.Name, list.length + 1),
+        AAGUID: info.aaguid,
+        CreateTime: now,
+        LastUsed: '',
+      };
+      return { doc, secret: { ...s, WebAuthnCredentials: [...list, stored] } };
+    });
+    if (!stored) throw new ApiError('Internal', 'the key was not stored');
+    await credentialChanged(
+      req,
+      reply,
+      ctx,
+      change,
+      proofName(stored, stored.UserVerified, stored.DeviceBound),
+    );
+    return reply.code(200).send(publicView(stored));
+  });
+
+  app.delete('/auth/enroll/u2f/:id', async (req, reply) => {
+    const change = await credentialChange(req, ctx, 'u2f', 'remove');
+    const id = (req.params as { id: string }).id;
+    let found = false;
+    await ctx.store.systemPut(User, change.userId, (doc, s) => {
+      if (!doc) return null;
+      const list = credentialsOf(s);
+      found = list.some((c) => c.ID === id);
+      return { doc, secret: { ...s, WebAuthnCredentials: list.filter((c) => c.ID !== id) } };
+    });
+    if (!found) throw new ApiError('NotFound', 'no such security key');
+    await credentialChanged(req, reply, ctx, change, 'u2f');
+    return reply.code(204).send();
+  });
+}
