@@ -17,6 +17,7 @@ export const Tenant: ObjectType = {
     IntegrityCredentials: 'admin',
     IntegrityAdmin: 'admin',
     ...SCRIPT_TENANT_RULES,
+    FederationLinkByEmail: 'admin',
   },
   fields: {
     Name: f.string({ maxLength: 256, default: 'Gatehouse' }),
@@ -49,5 +50,8 @@ export const Tenant: ObjectType = {
       doc: 'Account changes wait for an administrator to approve them (docs/directory.md)',
     }),
     ...SCRIPT_TENANT_FIELDS,
+    FederationLinkByEmail: f.boolean({
+      doc: 'A provider sign-in with a verified e-mail address may link to the user who has that address',
+    }),
   },
 };

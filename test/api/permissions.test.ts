@@ -179,6 +179,7 @@ describe.each(backends())('the permission matrix of docs/api.md holds on %s', (b
       'Tenant.ScriptStackLimitBytes': 1_048_576,
       'Tenant.ScriptOutputLimitBytes': 1_048_576,
       'Tenant.ScriptLogRetentionSeconds': 31_536_000,
+      'Tenant.FederationLinkByEmail': true,
     };
     expect(Object.hasOwn(values, `${kind}.${field}`), `a privileged value for ${kind}.${field}`).toBe(true);
     return values[`${kind}.${field}`];

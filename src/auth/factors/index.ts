@@ -5,6 +5,7 @@ import { boostFactor } from './boost/index.js';
 import { emailFactor } from './email/index.js';
 import type { Factor } from './factor.js';
 import { locationFactor } from './location/index.js';
+import { oauth2rpFactor } from './oauth2rp/index.js';
 import { passwordFactor } from './password/index.js';
 import { pinFactor } from './pin/index.js';
 import { registerFactors } from './stepup.js';
@@ -22,6 +23,7 @@ export const factors: Factor[] = [
   locationFactor,
   boostFactor,
   vouchFactor,
+  oauth2rpFactor,
 ];
 
 // The lists that lower modules read, filled once from the declarations above (those modules are
