@@ -1,6 +1,7 @@
 /** Server-rendered HTML of the sign-in pages. Every dynamic value goes through esc(). */
 import { esc } from '../core/html.js';
 import { ICON_LINKS } from './favicon.js';
+import { type ProviderButton, providerButtons, providerLinksCard } from './federation.js';
 
 interface PageOpts {
   page: 'signin' | 'enroll' | 'signout' | 'debug';
@@ -66,6 +67,7 @@ export function signinPage(
   /** Where the person goes afterwards, in words (an App's name, a host, the tenant): src/web/destination.ts. */
   destination = tenant,
   signedIn = false,
+  providers: readonly ProviderButton[] = [],
 ): string {
   return layout({
     page: 'signin',
@@ -84,7 +86,7 @@ export function signinPage(
       <label for="email">E-mail address</label>
       <input id="email" name="email" type="email" autocomplete="username" required>
       <button type="submit" class="block">Continue</button>
-    </form>
+    </form>${providerButtons(providers)}
   </div>
   <div id="step-factors" hidden>
     <div class="who"><span><span id="who-label">Signing in as</span> <strong id="who-email"></strong></span>
@@ -108,7 +110,11 @@ export function signinPage(
   });
 }
 
-export function enrollPage(tenant: string, signedIn = false): string {
+export function enrollPage(
+  tenant: string,
+  signedIn = false,
+  providers: readonly ProviderButton[] = [],
+): string {
   return layout({
     page: 'enroll',
     title: 'Security settings',
@@ -168,7 +174,7 @@ export function enrollPage(tenant: string, signedIn = false): string {
     <h2 id="h-refvideo">Reference video</h2>
     <p class="muted">A short video of you. If you ever lose your sign-in methods, a colleague who vouches for you compares a new recording with it.</p>
     <p><a href="/signin/vouch/reference">View or record your reference video</a></p>
-  </section>
+  </section>${providerLinksCard(providers)}
 </div>`,
   });
 }

@@ -88,4 +88,10 @@ pre.out { background: #0f1522; color: #e6e9f2; border-radius: 8px; padding: 1rem
   .qr { background: #fff; padding: 8px; }
 }
 footer { text-align: center; color: var(--muted); font-size: .85rem; padding: 1rem; }
+.or { display: flex; align-items: center; gap: .75rem; color: var(--muted); font-size: .9rem; margin: 1.25rem 0 0; }
+.or::before, .or::after { content: ''; flex: 1; border-top: 1px solid var(--line); }
+button.provider { border-color: var(--line); color: var(--ink); margin-top: .6rem; }
+ul.links { list-style: none; padding: 0; margin: .5rem 0 0; }
+ul.links li { display: flex; justify-content: space-between; align-items: center; gap: .5rem; padding: .3rem 0; }
+ul.links li button { margin: 0; padding: .25rem .6rem; font-size: .85rem; }
 `;
