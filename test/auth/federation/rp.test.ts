@@ -404,6 +404,65 @@ describe.each(backends())('relying party: sign in through other providers (%s)',
     expect((await b.req({ method: 'DELETE', url: `/auth/oauth2rp/links/${link?.ID}` })).statusCode).toBe(404);
   });
 
+  it('after the provider, the browser only ever goes to the local sign-in page, whatever next says', async () => {
+    const { sub } = await linkedAtA('next');
+    await fc.assert(
+      fc.asyncProperty(
+        fc.oneof(
+          fc.webUrl(),
+          fc.string({ maxLength: 60 }),
+          fc.constantFrom(
+            '//evil.example/x',
+            '/\\evil.example',
+            'javascript:alert(1)',
+            '{"URL":"https://evil.example"}',
+          ),
+        ),
+        async (next) => {
+          const b = new Browser(s);
+          const start = await b.post(`/auth/oauth2rp/${appA}`, { next });
+          if (start.statusCode !== 200) {
+            expect(start.statusCode).toBe(400);
+            return;
+          }
+          opA.next = { account: sub };
+          const r = await deliver(b, await atProvider(start.json().URL as string));
+          expect(r.statusCode).toBe(303);
+          const to = new URL(String(r.headers.location), 'http://localhost');
+          expect(to.origin).toBe('http://localhost');
+          expect(to.pathname).toBe('/signin');
+        },
+      ),
+      { numRuns: 15 },
+    );
+  });
+
+  it('a disabled user cannot sign in through a link; a session keeps at most a few flows open', async () => {
+    const { userId, sub } = await linkedAtA('disabled');
+    const cur = await s.req({ url: `/users/${userId}` });
+    const put = await s.req({
+      method: 'PUT',
+      url: `/users/${userId}`,
+      headers: { 'if-match': String(cur.headers.etag) },
+      payload: { ...(cur.json() as Record<string, unknown>), Disabled: true },
+    });
+    expect(put.statusCode, put.body).toBe(204);
+    const b = new Browser(s);
+    opA.next = { account: sub };
+    expect((await signInWith(b, appA)).statusCode).toBe(403);
+    expect((await whoAmI(b)).UserID).toBe('');
+    // Six flows in one session: the first one is gone, the last five still work.
+    const c = new Browser(s);
+    const urls: URL[] = [];
+    for (let i = 0; i < 6; i++) urls.push(await start(c, appB));
+    opB.accounts.set('b-cap', { sub: 'b-cap', email: 'cap@example.com', email_verified: true });
+    opB.next = { account: 'b-cap' };
+    const first = await deliver(c, await atProvider(urls[0] as URL));
+    expect(first.statusCode).toBe(400);
+    const last = await deliver(c, await atProvider(urls[5] as URL));
+    expect(last.statusCode).toBe(303);
+  });
+
   it('never logs client secrets, codes or tokens', () => {
     const all = s.logs.join('\n');
     expect(all).not.toContain(SECRET_A);

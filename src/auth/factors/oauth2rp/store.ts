@@ -49,6 +49,8 @@ const db = (ctx: Ctx) => ctx.db.kysely.withTables<Tables>() as unknown as Kysely
 
 /** A flow lives this long: the person signs in at the provider meanwhile. */
 export const FLOW_TTL_MS = 10 * 60_000;
+/** Flows one session may have open; starting another drops the oldest. */
+export const MAX_FLOWS_PER_SESSION = 5;
 
 const stateHash = (state: string) => createHash('sha256').update(state).digest('base64url');
 
@@ -60,8 +62,16 @@ export async function saveFlow(
 ): Promise<void> {
   const now = Date.now();
   const hash = stateHash(state);
-  // Flows nobody finished are removed as new ones start.
+  // Flows nobody finished are removed as new ones start; one session keeps a few at most.
   await db(ctx).deleteFrom('oauth2rp_flows').where('until', '<=', now).execute();
+  const open = await db(ctx)
+    .selectFrom('oauth2rp_flows')
+    .select(['state_hash'])
+    .where('session_id', '=', row.sessionId)
+    .orderBy('until', 'desc')
+    .execute();
+  const excess = open.slice(MAX_FLOWS_PER_SESSION - 1).map((r) => r.state_hash);
+  if (excess.length) await db(ctx).deleteFrom('oauth2rp_flows').where('state_hash', 'in', excess).execute();
   await db(ctx)
     .insertInto('oauth2rp_flows')
     .values({
