@@ -112,7 +112,10 @@ export class AccessProxy {
     this.config = config;
     const keyProblem = this.assertions.reload();
     if (keyProblem)
-      this.log.error({ reason: keyProblem.message }, 'proxy.assertionkey could not be read: keeping the old key');
+      this.log.error(
+        { reason: keyProblem.message },
+        'proxy.assertionkey could not be read: keeping the old key',
+      );
     this.routes = new HostRoutes(config, this.learned);
     this.lastPort = -1;
     this.upstreams.clear();
