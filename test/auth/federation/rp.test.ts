@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { backends, startTestService, type TestService } from '../../helpers.js';
-import { Browser, makeUser, PW, setTenant } from '../../kit/index.js';
+import { Browser, makeUser, PW, provisionTotp, setTenant } from '../../kit/index.js';
 import {
   atProvider,
   callbackUri,
@@ -146,6 +146,20 @@ describe.each(backends())('relying party: sign in through other providers (%s)',
     const b = new Browser(s);
     const r = await b.post(`/auth/oauth2rp/${appA}`, { link: 'true' });
     expect(r.statusCode).toBe(401);
+  });
+
+  it('a session that proved less than the user’s own factors reach cannot link another provider', async () => {
+    // Tom has a password and TOTP (level 3) and a link to provider A: A's sign-in gives level 2,
+    // which may not add a second way in (step-up), though it signs Tom in.
+    const { userId, sub } = await linkedAtA('tom');
+    await provisionTotp(s, userId);
+    const b = new Browser(s);
+    opA.next = { account: sub };
+    expect((await signInWith(b, appA)).statusCode).toBe(303);
+    expect(await whoAmI(b)).toMatchObject({ UserID: userId, IntegrityLevel: 2 });
+    const r = await b.post(`/auth/oauth2rp/${appB}`, { link: 'true' });
+    expect(r.statusCode).toBe(401);
+    expect(r.headers['x-error-code']).toBe('Insufficient Integrity');
   });
 
   it('an identity linked to one user cannot be linked to another (409), and signs in as the first', async () => {
