@@ -130,6 +130,23 @@ describe.each(backends())('relying party: sign in through other providers (%s)',
     expect(links.json()).toMatchObject([{ AppID: appA, Issuer: opA.issuer, Subject: sub }]);
   });
 
+  it('carries the intent it was started with on to the sign-in page', async () => {
+    const { sub } = await linkedAtA('intent');
+    const b = new Browser(s);
+    const refused = await b.req({ url: '/users/me' });
+    expect(refused.statusCode).toBe(401);
+    const intent = String(refused.headers['x-service-intent']);
+    opA.next = { account: sub };
+    const r = await signInWith(b, appA, { intent, next: '/users/me' });
+    expect(r.statusCode, r.body).toBe(303);
+    const to = new URL(String(r.headers.location), 'http://localhost');
+    expect(to.pathname).toBe('/signin');
+    expect(to.searchParams.get('intent')).toBe(intent);
+    expect(to.searchParams.get('return')).toBe('/users/me');
+    // An altered intent is refused before anything starts.
+    expect((await b.post(`/auth/oauth2rp/${appA}`, { intent: `${intent}x` })).statusCode).toBe(400);
+  });
+
   it('the level is the App’s; an amr the App lists as multi-factor raises it to 3', async () => {
     const { userId, sub } = await linkedAtA('mfa');
     const b = new Browser(s);

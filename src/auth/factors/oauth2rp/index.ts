@@ -181,9 +181,13 @@ async function callback(req: FastifyRequest, reply: FastifyReply, ctx: ServiceCo
       FederatedLevel: Math.max(cur.userId === userId ? (cur.data.FederatedLevel ?? 0) : 0, who.level),
     },
   }));
-  const next = flow.data.next;
+  // The sign-in page finishes: activation, the factors the intent's level or the user's own
+  // factors still ask for, then `next` (which it checks against the allowed return origins).
+  const to = new URLSearchParams();
+  if (flow.data.next) to.set('return', flow.data.next);
+  if (flow.data.intent) to.set('intent', flow.data.intent);
   reply.header('Cache-Control', 'no-store');
-  return reply.redirect(next ? `/signin?return=${encodeURIComponent(next)}` : '/signin', 303);
+  return reply.redirect(to.size ? `/signin?${to}` : '/signin', 303);
 }
 
 /**
@@ -202,7 +206,7 @@ export const oauth2rpFactor: Factor = {
     app.post<{ Params: { appID: string } }>('/auth/oauth2rp/:appID', FLOW, async (req, reply) => {
       const form = formOf(req);
       const session = await ensureSession(req, reply, ctx);
-      await formIntent(ctx, form, session);
+      const intent = await formIntent(ctx, form, session);
       const next = nextOf(field(form, 'next', { max: 2048 }));
       const link = field(form, 'link', { max: 8 });
       if (link !== undefined && link !== 'true' && link !== 'false')
@@ -226,7 +230,7 @@ export const oauth2rpFactor: Factor = {
         ctx,
         state,
         { appId: p.app.id, sessionId: session.id, linkUser },
-        { nonce, verifier, redirectUri, next },
+        { nonce, verifier, redirectUri, next, intent: intent ? (field(form, 'intent') ?? '') : '' },
       );
       const params: Record<string, string> = {
         redirect_uri: redirectUri,

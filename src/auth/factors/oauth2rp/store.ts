@@ -41,6 +41,8 @@ export interface FlowData {
   verifier: string;
   redirectUri: string;
   next: string;
+  /** The signed intent the flow was started with ('' without one): the sign-in page aims at its level. */
+  intent?: string;
 }
 
 type Tables = { federated_links: FederatedLinksTable; oauth2rp_flows: FlowsTable };
