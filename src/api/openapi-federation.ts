@@ -66,7 +66,9 @@ export const federationPaths: Record<string, Json> = {
       security: [],
       parameters: [appParam],
       responses: {
-        303: { description: 'Signed in: to /signin?return=<next>, which finishes the sign-in' },
+        303: {
+          description: 'Signed in: to /signin?return=<next>&intent=<intent>, which finishes the sign-in',
+        },
         400: { description: 'Federation Failed (HTML page; X-Error-Code)' },
         403: { description: 'Account Not Linked or user disabled (HTML page; X-Error-Code)' },
         409: { description: 'The identity is linked to another user (HTML page)' },
