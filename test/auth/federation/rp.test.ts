@@ -107,6 +107,17 @@ describe.each(backends())('relying party: sign in through other providers (%s)',
     expect(p.get('client_id')).toBe('gatehouse');
   });
 
+  it('a Host that is not a host name starts nothing (the callback URL is built from it)', async () => {
+    const r = await new Browser(s).req({
+      method: 'POST',
+      url: `/auth/oauth2rp/${appA}`,
+      form: {},
+      headers: { host: 'evil.example/@x' },
+    });
+    expect(r.statusCode).toBe(400);
+    expect(r.json().Message).toMatch(/Host/);
+  });
+
   it('an App that is not a provider, or does not exist, is 404', async () => {
     const plain = await s.req({ method: 'POST', url: '/apps', payload: { Name: 'Plain app' } });
     const b = new Browser(s);

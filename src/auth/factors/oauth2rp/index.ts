@@ -223,9 +223,10 @@ export const oauth2rpFactor: Factor = {
       const nonce = randomNonce();
       const verifier = randomPKCECodeVerifier();
       // Each provider has its own callback: a response is only ever taken for the provider asked.
-      // (Normalised as a URL, as the token request will send it: no default port.)
-      const redirectUri = new URL(`/auth/oauth2rp/${encodeURIComponent(p.app.id)}/callback`, ownOrigin(req))
-        .href;
+      // It must be where this browser's session cookie lives (the provider registered it exactly).
+      const origin = ownOrigin(req);
+      if (origin === '') throw new ApiError('BadRequest', 'the Host header does not name a host');
+      const redirectUri = `${origin}/auth/oauth2rp/${encodeURIComponent(p.app.id)}/callback`;
       await saveFlow(
         ctx,
         state,
