@@ -120,9 +120,15 @@ describe.skipIf(!HAVE_CHROMIUM)(
       await fresh.waitForURL(/\/interaction\//);
       await fresh.locator('#login').fill('robin.corp');
       await fresh.locator('#upstream-signin').click();
-      await fresh.getByText('You are signed in as').waitFor();
+      await fresh.locator('#step-done').waitFor();
       expect(await fresh.locator('#done-who').textContent()).toBe(email);
-      expect(await fresh.locator('#done-level').textContent()).toContain('level 2');
+      expect(await fresh.locator('#done-how').textContent()).toContain('your identity provider');
+      await fresh.screenshot({ path: `${SHOTS}signin-provider-done.png` });
+      const level = await fresh.evaluate(async () => {
+        const r = await fetch('/auth', { method: 'POST', headers: { 'X-Requested-With': 'gatehouse' } });
+        return ((await r.json()) as { IntegrityLevel: number }).IntegrityLevel;
+      });
+      expect(level).toBe(2);
       await fresh.context().close();
     }, 60_000);
 
