@@ -118,6 +118,25 @@ describe.each(backends())('relying party: sign in through other providers (%s)',
     expect(r.json().Message).toMatch(/Host/);
   });
 
+  it('with server.publicurl set, the callback URL is built from it, never from the Host', async () => {
+    const pub = await startTestService(backend, { SVC_SERVER_PUBLICURL: 'https://id.example.test' });
+    try {
+      const id = await createProviderApp(pub, 'Corp IdP', { ClientID: 'gatehouse', Issuer: opA.issuer });
+      const r = await new Browser(pub).req({
+        method: 'POST',
+        url: `/auth/oauth2rp/${id}`,
+        form: {},
+        headers: { host: 'evil.example' },
+      });
+      expect(r.statusCode, r.body).toBe(200);
+      expect(new URL(r.json().URL as string).searchParams.get('redirect_uri')).toBe(
+        `https://id.example.test/auth/oauth2rp/${id}/callback`,
+      );
+    } finally {
+      await pub.close();
+    }
+  });
+
   it('an App that is not a provider, or does not exist, is 404', async () => {
     const plain = await s.req({ method: 'POST', url: '/apps', payload: { Name: 'Plain app' } });
     const b = new Browser(s);

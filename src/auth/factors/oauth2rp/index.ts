@@ -223,8 +223,10 @@ export const oauth2rpFactor: Factor = {
       const nonce = randomNonce();
       const verifier = randomPKCECodeVerifier();
       // Each provider has its own callback: a response is only ever taken for the provider asked.
-      // It must be where this browser's session cookie lives (the provider registered it exactly).
-      const origin = ownOrigin(req);
+      // server.publicurl when set (never the request's Host then), else this request's origin.
+      // Either way the callback only works where this browser's session cookie lives.
+      const pub = ctx.config.server.publicurl;
+      const origin = pub ? new URL(pub).origin : ownOrigin(req);
       if (origin === '') throw new ApiError('BadRequest', 'the Host header does not name a host');
       const redirectUri = `${origin}/auth/oauth2rp/${encodeURIComponent(p.app.id)}/callback`;
       await saveFlow(
