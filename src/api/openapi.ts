@@ -5,9 +5,9 @@ import type { Field, FieldMap } from '../schema/fields.js';
 import type { ObjectType } from '../schema/type.js';
 import type { ServiceContext } from '../store/context.js';
 import { DIRECTORY_PATHS } from './directoryopenapi.js';
+import { federationPaths } from './openapi-federation.js';
 import { VOUCH_PATHS, VOUCH_SCHEMAS } from './openapi-vouch.js';
 import { SCRIPT_OPENAPI_PATHS } from './scripts.js';
-import { federationPaths } from './openapi-federation.js';
 
 type Json = Record<string, unknown>;
 
@@ -192,7 +192,14 @@ export function openApiDocument(): Json {
         'Generic object API. Sign-in, events, groups and the proxy back channel are described in docs/.',
     },
     security: [{ bearer: [] }, { accessToken: [] }],
-    paths: Object.assign({}, ...objectTypes.map(pathsOf), VOUCH_PATHS, DIRECTORY_PATHS, SCRIPT_OPENAPI_PATHS, federationPaths),
+    paths: Object.assign(
+      {},
+      ...objectTypes.map(pathsOf),
+      VOUCH_PATHS,
+      DIRECTORY_PATHS,
+      SCRIPT_OPENAPI_PATHS,
+      federationPaths,
+    ),
     components: {
       securitySchemes: {
         bearer: {
