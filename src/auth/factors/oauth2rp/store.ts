@@ -5,7 +5,7 @@ import { newId } from '../../../store/objects.js';
 import { decryptSecret, encryptSecret } from '../secrets.js';
 
 /**
- * The tables of migration 0007_federated_links: federated links (a user's identities at upstream
+ * The tables of migration 0008_federated_links: federated links (a user's identities at upstream
  * providers, by issuer and subject) and the relying-party flows under way.
  */
 export interface FederatedLinksTable {
