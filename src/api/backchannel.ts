@@ -4,6 +4,7 @@ import { authenticateApiKey, userUsable } from '../auth/apikeys.js';
 import { hasAnyScope } from '../auth/permissions.js';
 import { membershipsAdapter, sessionsAdapter } from '../backchannel/adapters.js';
 import { issueCode, redeemCode } from '../backchannel/codes.js';
+import { countingGroups } from '../backchannel/groups.js';
 import { type ProxySession, ports } from '../backchannel/hooks.js';
 import { ApiError } from '../core/errors.js';
 import { signinBase } from '../groups/check.js';
@@ -56,6 +57,8 @@ async function identityOf(
   userId: string,
   expires?: Date,
   sessionId?: string,
+  /** The session's integrity level; undefined for an API key (its groups count as at level 0). */
+  level?: number,
 ): Promise<WireIdentity> {
   const user = await ctx.store.get(User, userId);
   if (!user || !userUsable(user.doc))
@@ -69,6 +72,9 @@ async function identityOf(
   };
   if (sessionId) id.SessionID = sessionId;
   if (expires && Number.isFinite(expires.getTime())) id.Expires = expires.toISOString();
+  // For the proxy's signed identity assertion (docs/federation.md).
+  id.Groups = await countingGroups(ctx, user.id, level ?? 0);
+  if (level !== undefined) id.IntegrityLevel = level;
   return id;
 }
 
@@ -250,7 +256,7 @@ export function registerProxyBackchannel(app: FastifyInstance, ctx: ServiceConte
     if (!sessionId) throw new ApiError('Forbidden', 'the sign-in code is invalid, expired or already used');
     const s = await needSessions().byId(ctx, sessionId);
     if (!s) throw new ApiError('Forbidden', 'the session has ended');
-    const identity = await identityOf(ctx, s.userId, s.expires, s.sessionId);
+    const identity = await identityOf(ctx, s.userId, s.expires, s.sessionId, s.integrityLevel);
     await requireAppAccess(ctx, a, s.userId, s.integrityLevel, s.location);
     return identity;
   });
@@ -260,7 +266,7 @@ export function registerProxyBackchannel(app: FastifyInstance, ctx: ServiceConte
     const { SessionID } = body<{ SessionID: string }>(req, { SessionID: 'string' });
     const s = SessionID ? await needSessions().byId(ctx, SessionID) : undefined;
     if (!s || s.userId === '') throw new ApiError('Forbidden', 'the session has ended');
-    const identity = await identityOf(ctx, s.userId, s.expires, s.sessionId);
+    const identity = await identityOf(ctx, s.userId, s.expires, s.sessionId, s.integrityLevel);
     await requireAppAccess(ctx, a, s.userId, s.integrityLevel, s.location);
     return identity;
   });

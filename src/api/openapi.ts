@@ -6,6 +6,7 @@ import type { Field, FieldMap } from '../schema/fields.js';
 import type { ObjectType } from '../schema/type.js';
 import type { ServiceContext } from '../store/context.js';
 import { DIRECTORY_PATHS } from './directoryopenapi.js';
+import { federationPaths } from './openapi-federation.js';
 import { VOUCH_PATHS, VOUCH_SCHEMAS } from './openapi-vouch.js';
 import { WEBAUTHN_PATHS } from './openapi-webauthn.js';
 import { SCRIPT_OPENAPI_PATHS } from './scripts.js';
@@ -201,6 +202,7 @@ export function openApiDocument(): Json {
       SCRIPT_OPENAPI_PATHS,
       ...factors.map((f) => f.paths ?? {}),
       WEBAUTHN_PATHS,
+      federationPaths,
     ),
     components: {
       securitySchemes: {

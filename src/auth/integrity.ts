@@ -70,11 +70,18 @@ export function levelOf(identified: boolean, factors: readonly string[], floor =
 export function provenLevel(s: {
   userId: string;
   factors: readonly string[];
-  data: { BoostLevel?: number };
+  data: { BoostLevel?: number; FederatedLevel?: number };
 }): number {
   const own = s.factors.filter((f) => FACTOR_KINDS[f] !== 'invitation');
-  return levelOf(s.userId !== '', own, s.data.BoostLevel ?? 0);
+  return levelOf(s.userId !== '', own, sessionFloor(s.data));
 }
+
+/**
+ * The level a session never drops below: a boost from another session, or the level an upstream
+ * identity provider's sign-in gives (App.OAuth2.Level, raised by acr/amr; docs/federation.md).
+ */
+export const sessionFloor = (d: { BoostLevel?: number; FederatedLevel?: number }) =>
+  Math.max(d.BoostLevel ?? 0, d.FederatedLevel ?? 0);
 
 /** Operation classes with a configurable required level (Tenant.Integrity*). */
 export type OperationClass = 'read' | 'write' | 'credentials' | 'admin';

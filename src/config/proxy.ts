@@ -1,3 +1,4 @@
+import { readP256PrivateKey } from '../core/eckey.js';
 import { canonicalPath, PathError, pathMatchKey } from '../core/path.js';
 import { checkHttpUrl } from '../core/url.js';
 import { ConfigError, type ConfigSources, loadSections, readConfigFile } from './load.js';
@@ -104,6 +105,17 @@ export const proxySection = {
       'Address and port of a plaintext listener serving Prometheus metrics at /metrics (e.g. 127.0.0.1:9464); empty: none',
     validate(v) {
       if (v !== '') listen({ key: '', env: '', default: '', description: '' }).parse(v);
+    },
+  }),
+  assertionkey: str({
+    key: 'proxy.assertionkey',
+    env: 'SVC_PROXY_ASSERTIONKEY',
+    flag: 'assertionkey',
+    default: '',
+    description:
+      'PEM ECDSA P-256 private key (or a file holding it) signing the X-Service-Assertion JWT; generated at start-up when unset; a reload with a new key rotates it (docs/federation.md)',
+    validate(v) {
+      if (v !== '') readP256PrivateKey(v);
     },
   }),
   cookiedomain: str({

@@ -46,6 +46,12 @@ export const ErrorCodes = {
   /** A sign-in script refused the sign-in; the message is the script's reason. */
   ScriptDenied: { status: 403, code: 'Script Denied' },
   Unavailable: { status: 503, code: 'Service Unavailable' },
+  /** Sign-in through another provider refused: unknown or used state, another session, a bad token. */
+  FederationFailed: { status: 400, code: 'Federation Failed' },
+  /** The provider identity is linked to no user, and none may be linked or created (docs/federation.md). */
+  AccountNotLinked: { status: 403, code: 'Account Not Linked' },
+  /** The upstream identity provider could not be reached or answered nonsense. */
+  ProviderUnavailable: { status: 502, code: 'Provider Unavailable' },
 } as const;
 
 export type ErrorKind = keyof typeof ErrorCodes;

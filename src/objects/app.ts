@@ -1,3 +1,4 @@
+import { ApiError } from '../core/errors.js';
 import { checkOrigin, checkUrl, f } from '../schema/fields.js';
 import { ALL_OPS, type ObjectType, READ } from '../schema/type.js';
 import { checkRedirectUri } from './oidcclient.js';
@@ -33,6 +34,44 @@ export const App: ObjectType = {
         AuthorizeURL: f.string({ check: checkUrl, maxLength: 2048 }),
         TokenURL: f.string({ check: checkUrl, maxLength: 2048 }),
         Scopes: f.strings({ maxItems: 32 }),
+        Issuer: f.string({
+          check: checkUrl,
+          maxLength: 2048,
+          doc: 'OpenID Connect issuer: endpoints by discovery, ID tokens checked (docs/federation.md)',
+        }),
+        UserInfoURL: f.string({
+          check: checkUrl,
+          maxLength: 2048,
+          doc: 'Plain OAuth 2.0 (no Issuer): the user-info endpoint that names the user',
+        }),
+        Claims: f.object(
+          {
+            Subject: f.string({ maxLength: 128, doc: 'Claim holding the stable user ID (sub; GitHub: id)' }),
+            Email: f.string({ maxLength: 128, doc: 'Claim holding the e-mail address (email)' }),
+            EmailVerified: f.string({
+              maxLength: 128,
+              doc: 'Claim that is true when the provider verified the address (email_verified)',
+            }),
+            Name: f.string({ maxLength: 128, doc: 'Claim holding the full name (name)' }),
+          },
+          { doc: 'Where the user-info or ID-token claims are; empty: the OpenID Connect names' },
+        ),
+        Level: f.integer({
+          min: 1,
+          max: 3,
+          default: 2,
+          doc: 'Integrity level a sign-in through this provider gives',
+        }),
+        MultiFactorACR: f.strings({
+          maxItems: 16,
+          doc: 'acr values of the ID token that mean multi-factor: the sign-in gives level 3',
+        }),
+        MultiFactorAMR: f.strings({
+          maxItems: 16,
+          doc: 'amr values of the ID token that mean multi-factor (e.g. mfa): level 3',
+        }),
+        CreateUsers: f.boolean({ doc: 'A provider identity linked to no user creates a new user' }),
+        HaveClientSecret: f.boolean({ readOnly: true, doc: 'A client secret is set (write-only)' }),
       },
       { doc: 'OAuth 2.0 relying-party settings (for /auth/oauth2rp)' },
     ),
@@ -81,5 +120,25 @@ export const App: ObjectType = {
       },
       { doc: 'Accounts on this target (docs/directory.md)' },
     ),
+  },
+  writeOnly: {
+    OAuth2ClientSecret: f.string({
+      maxLength: 1024,
+      doc: 'Client secret at the upstream provider; kept in hidden state, never returned ("" removes it)',
+    }),
+  },
+  prepare(ctx) {
+    // The upstream provider's client secret: hidden state only; HaveClientSecret tells it is set.
+    const given = ctx.input.OAuth2ClientSecret;
+    if (given !== undefined && given !== null) {
+      if (typeof given !== 'string')
+        throw new ApiError('InvalidField', 'OAuth2ClientSecret must be a string', {
+          field: 'OAuth2ClientSecret',
+        });
+      if (given === '') delete ctx.secret.OAuth2ClientSecret;
+      else ctx.secret.OAuth2ClientSecret = given;
+    }
+    const oauth2 = (ctx.doc.OAuth2 ?? {}) as Record<string, unknown>;
+    ctx.doc.OAuth2 = { ...oauth2, HaveClientSecret: typeof ctx.secret.OAuth2ClientSecret === 'string' };
   },
 };

@@ -20,6 +20,7 @@ export const Tenant: ObjectType = {
     ...SCRIPT_TENANT_RULES,
     LocationLevel: 'admin',
     LocationRegions: 'admin',
+    FederationLinkByEmail: 'admin',
   },
   fields: {
     Name: f.string({ maxLength: 256, default: 'Gatehouse' }),
@@ -63,6 +64,9 @@ export const Tenant: ObjectType = {
       check: checkRegion,
       maxItems: 64,
       doc: 'Regions for LocationLevel: "[name:] latitude,longitude,radius km"',
+    }),
+    FederationLinkByEmail: f.boolean({
+      doc: 'A provider sign-in with a verified e-mail address may link to the user who has that address',
     }),
   },
 };

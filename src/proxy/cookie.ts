@@ -71,6 +71,9 @@ export class CookieSigner {
       name: identity.FullName,
     };
     if (identity.Expires) claims.sexp = Math.floor(Date.parse(identity.Expires) / 1000);
+    // Groups and level ride along for the identity assertion (src/proxy/assertion.ts).
+    if (identity.Groups?.length) claims.grp = identity.Groups;
+    if (typeof identity.IntegrityLevel === 'number') claims.lvl = identity.IntegrityLevel;
     const now = Math.floor(Date.now() / 1000);
     let exp = now + this.ttlS;
     if (typeof claims.sexp === 'number') exp = Math.min(exp, claims.sexp);
@@ -137,6 +140,8 @@ function toIdentity(p: Record<string, unknown>): WireIdentity {
     SessionID: String(p.sid ?? ''),
   };
   if (typeof p.sexp === 'number') id.Expires = new Date(p.sexp * 1000).toISOString();
+  if (Array.isArray(p.grp)) id.Groups = p.grp.filter((g): g is string => typeof g === 'string');
+  if (typeof p.lvl === 'number') id.IntegrityLevel = p.lvl;
   return id;
 }
 

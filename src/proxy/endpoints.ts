@@ -1,12 +1,13 @@
 /**
  * The proxy's own endpoints under /.gatehouse/ (PROXY_PATHS): the start of sign-in, the callback
- * the service sends the browser back to, and the access-check URL an upstream POSTs to while its
- * request is in flight.
+ * the service sends the browser back to, the access-check URL an upstream POSTs to while its
+ * request is in flight, and the keys that verify X-Service-Assertion.
  */
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { limitUnusedBody } from '../core/unusedbody.js';
 import { PROXY_PATHS, type WireIdentity } from '../wire/proxy.js';
+import type { AssertionSigner } from './assertion.js';
 import { type AuthBackend, BackendError } from './backend.js';
 import { readCookie, STATE_COOKIE } from './cookie.js';
 import { HttpError } from './errors.js';
@@ -22,6 +23,8 @@ export interface InFlight {
 
 /** What the proxy's endpoints need from the proxy around them. */
 export interface EndpointOptions {
+  /** Serves the keys of X-Service-Assertion at PROXY_PATHS.jwks. */
+  assertions: AssertionSigner;
   identity: IdentityResolver;
   backend: AuthBackend;
   /** The requests in flight, by access-check token: the forwarding side adds and removes them. */
@@ -41,6 +44,18 @@ export class ProxyEndpoints {
     if (path.startsWith(PROXY_PATHS.accessCheck))
       return this.accessCheck(req, res, path.slice(PROXY_PATHS.accessCheck.length));
     if (path === PROXY_PATHS.callback) return this.callback(req, res, new URLSearchParams(query.slice(1)));
+    if (path === PROXY_PATHS.jwks) {
+      limitUnusedBody(req, res);
+      if (req.method !== 'GET' && req.method !== 'HEAD')
+        throw new HttpError(405, 'Method Not Allowed', 'the key set is read with GET');
+      const body = JSON.stringify(this.opts.assertions.jwks());
+      res.writeHead(200, {
+        'content-type': 'application/jwk-set+json',
+        'cache-control': 'public, max-age=300',
+        'content-length': Buffer.byteLength(body),
+      });
+      return void res.end(req.method === 'HEAD' ? undefined : body);
+    }
     if (path === PROXY_PATHS.signin) {
       if (this.identity.tokenProblem)
         return refuse(req, res, this.identity.unavailable() as Extract<AuthOutcome, { ok: false }>);

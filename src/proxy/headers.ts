@@ -3,7 +3,8 @@
  * the proxy's own (forwarding, the access-check URL, the identity).
  */
 import type { IncomingMessage } from 'node:http';
-import { PROXY_PATHS, type WireIdentity } from '../wire/proxy.js';
+import { ASSERTION_HEADER, PROXY_PATHS, type WireIdentity } from '../wire/proxy.js';
+import type { AssertionSigner } from './assertion.js';
 import { stripOwnCookies } from './cookie.js';
 import { forwardableAuthorization } from './credentials.js';
 import { connectionTokens, HOP, headerText, isReserved } from './http.js';
@@ -13,7 +14,8 @@ import type { UpstreamTarget } from './upstream/pool.js';
 /**
  * The header lines of the upstream request (each ending in CRLF): the client's headers less
  * hop-by-hop, framing, reserved (any spelling), Gatehouse's cookies and any Authorization the
- * upstream could take for ours, then the proxy's headers, each exactly once.
+ * upstream could take for ours, then the proxy's headers, each exactly once (with a user: the
+ * identity headers and the signed assertion, src/proxy/assertion.ts).
  * Node's parser has already refused CR, LF and NUL in the client's names and values.
  */
 export function upstreamHeaders(
@@ -25,6 +27,8 @@ export function upstreamHeaders(
   target: UpstreamTarget,
   /** Whether the client reached the proxy over TLS. */
   secure: boolean,
+  /** Signs the identity assertion (X-Service-Assertion) of requests forwarded for a user. */
+  assertions: AssertionSigner,
 ): string {
   const who = auth.who;
   const from = req.headers;
@@ -53,7 +57,8 @@ export function upstreamHeaders(
   h += `x-forwarded-for: ${req.socket.remoteAddress ?? ''}\r\nx-forwarded-proto: ${secure ? 'https' : 'http'}\r\n`;
   if (from.host !== undefined) h += `x-forwarded-host: ${from.host}\r\n`;
   h += `x-service-access-check: ${accessCheckOrigin}${PROXY_PATHS.accessCheck}${token}\r\n`;
-  if (who) h += identityHeaders(who.identity)[who.authType];
+  if (who)
+    h += `${identityHeaders(who.identity)[who.authType]}${ASSERTION_HEADER}: ${assertions.assertion(who.identity, who.authType)}\r\n`;
   return h;
 }
 

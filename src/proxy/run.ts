@@ -85,6 +85,10 @@ export async function startProxy(config: ProxyConfig, opts: StartProxyOptions): 
     cookieTtlS: opts.cookieTtlS,
   });
   if (proxy.tokenProblem) log.error({ reason: proxy.tokenProblem }, 'the proxy cannot authenticate users');
+  if (proxy.assertions.generated)
+    log.warn(
+      'proxy.assertionkey is unset: generated a key; X-Service-Assertion keys change at restart and differ between proxies',
+    );
 
   const headersTimeoutMs = opts.headersTimeoutMs ?? 30_000;
   // Node checks the headers timeout only this often (30 s by default, doubling the bound).

@@ -6,6 +6,7 @@ import type { ProxyConfig } from '../config/proxy.js';
 import { routeFor } from '../config/routing.js';
 import { declaresBody } from '../core/unusedbody.js';
 import { PROXY_PATHS } from '../wire/proxy.js';
+import { AssertionSigner } from './assertion.js';
 import type { AuthBackend } from './backend.js';
 import { COOKIE_NAME, type CookieSigner } from './cookie.js';
 import type { ApiKeyCache } from './credentials.js';
@@ -56,6 +57,8 @@ export class AccessProxy {
   private readonly endpoints: ProxyEndpoints;
   private readonly pool: UpstreamPool;
   private readonly inflight = new Map<string, InFlight>();
+  /** Signs X-Service-Assertion and serves its keys (src/proxy/assertion.ts). */
+  readonly assertions: AssertionSigner;
   /** The last response started on each client connection (pipelined responses go out in order). */
   private readonly lastResponse = new WeakMap<object, ServerResponse>();
   private readonly upstreams = new Map<string, { target: UpstreamTarget; base: string }>();
@@ -85,7 +88,9 @@ export class AccessProxy {
     this.appId = this.identity.appId;
     this.keys = this.identity.keys;
     this.signer = this.identity.signer;
+    this.assertions = new AssertionSigner(() => this.config.proxy.assertionkey, this.appId ?? '');
     this.endpoints = new ProxyEndpoints({
+      assertions: this.assertions,
       identity: this.identity,
       backend: opts.backend,
       inflight: this.inflight,
@@ -105,6 +110,12 @@ export class AccessProxy {
   /** Replaces the settings (SIGHUP); requests in flight keep the ones they started with. */
   setConfig(config: ProxyConfig) {
     this.config = config;
+    const keyProblem = this.assertions.reload();
+    if (keyProblem)
+      this.log.error(
+        { reason: keyProblem.message },
+        'proxy.assertionkey could not be read: keeping the old key',
+      );
     this.routes = new HostRoutes(config, this.learned);
     this.lastPort = -1;
     this.upstreams.clear();
@@ -235,7 +246,7 @@ export class AccessProxy {
     const origin = this.originOf(req);
     this.inflight.set(token, { identity: who?.identity, origin });
     const up = this.upstream(upstream);
-    const head = `${req.method} ${up.base}${path}${query} HTTP/1.1\r\n${upstreamHeaders(req, auth, token, this.privateAddress() || origin, up.target, this.opts.secure)}`;
+    const head = `${req.method} ${up.base}${path}${query} HTTP/1.1\r\n${upstreamHeaders(req, auth, token, this.privateAddress() || origin, up.target, this.opts.secure, this.assertions)}`;
     const length = req.headers['content-length'];
     const hasBody = declaresBody(req);
     // Cookies to set on the response: none on the common request.
@@ -313,7 +324,7 @@ export class AccessProxy {
     this.inflight.set(token, { identity: auth.who?.identity, origin });
     const up = this.upstream(route.upstream);
     const websocket = isWebsocketUpgrade(req);
-    let lines = `${req.method} ${up.base}${path}${query} HTTP/1.1\r\n${upstreamHeaders(req, auth, token, this.privateAddress() || origin, up.target, this.opts.secure)}`;
+    let lines = `${req.method} ${up.base}${path}${query} HTTP/1.1\r\n${upstreamHeaders(req, auth, token, this.privateAddress() || origin, up.target, this.opts.secure, this.assertions)}`;
     if (websocket) lines += 'connection: Upgrade\r\nupgrade: websocket\r\n';
     const cookies = [
       ...(auth.who?.setCookie ? [auth.who.setCookie] : []),

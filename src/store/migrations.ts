@@ -195,6 +195,39 @@ const migrations = (dialect: Dialect): Record<string, Migration> => ({
       await db.schema.createIndex('audit_trail_time').on('audit_trail').columns(['time']).execute();
     },
   },
+  '0008_federated_links': {
+    // Sign-in through other identity providers (src/auth/factors/oauth2rp/): who is linked to whom
+    // by the provider's issuer and subject, and the flows under way (single use, short-lived).
+    async up(db: Kysely<unknown>) {
+      const key = keyText(dialect);
+      await db.schema
+        .createTable('federated_links')
+        .addColumn('id', key, (c) => c.primaryKey())
+        .addColumn('issuer', key, (c) => c.notNull())
+        .addColumn('subject', key, (c) => c.notNull())
+        .addColumn('user_id', key, (c) => c.notNull())
+        .addColumn('app_id', 'text', (c) => c.notNull())
+        .addColumn('email', 'text', (c) => c.notNull())
+        .addColumn('create_time', 'bigint', (c) => c.notNull())
+        .addColumn('last_used', 'bigint', (c) => c.notNull())
+        .addUniqueConstraint('federated_links_issuer_subject', ['issuer', 'subject'])
+        .execute();
+      await db.schema
+        .createIndex('federated_links_user')
+        .on('federated_links')
+        .columns(['user_id'])
+        .execute();
+      await db.schema
+        .createTable('oauth2rp_flows')
+        .addColumn('state_hash', key, (c) => c.primaryKey())
+        .addColumn('app_id', 'text', (c) => c.notNull())
+        .addColumn('session_id', 'text', (c) => c.notNull())
+        .addColumn('link_user', 'text', (c) => c.notNull())
+        .addColumn('data', 'text', (c) => c.notNull())
+        .addColumn('until', 'bigint', (c) => c.notNull())
+        .execute();
+    },
+  },
 });
 
 class StaticProvider implements MigrationProvider {

@@ -88,6 +88,7 @@ export const APP_JS = String.raw`(function () {
   var PROOF = { password: 'your password', pin: 'your PIN', totp: 'your authenticator app', backup: 'a backup code', activation_code: 'your activation code',
     otp: 'a link sent to your e-mail', pstn: 'a code sent to your phone', mobile: 'your phone', u2f: 'your security key or passkey', vouch: 'a colleague vouching for you' };
   PROOF.u2f_uv = PROOF.u2f_up = PROOF.u2f;
+  PROOF.oauth2rp = 'your identity provider';
   function proofs(list) {
     // Never a factor's internal name: a factor without words here is "another way of signing in".
     var words = list.map(function (f) { return PROOF[f] || LABEL[f] || 'another way of signing in'; });

@@ -4,6 +4,7 @@ import { ICON_LINKS } from './favicon.js';
 import { MOBILE_ENROLL_CARD, MOBILE_MAIN, MOBILE_SIGNIN_FORM } from './mobileui.js';
 import { OTP_ENROLL_CARD, OTP_LINK_MAIN, OTP_SIGNIN_FORM } from './otp.js';
 import { PSTN_ENROLL_CARD, PSTN_SIGNIN_FORM } from './pstn.js';
+import { type ProviderButton, providerButtons, providerLinksCard } from './federation.js';
 
 interface PageOpts {
   page: 'signin' | 'enroll' | 'signout' | 'debug' | 'otp' | 'mobile';
@@ -72,6 +73,7 @@ export function signinPage(
   /** Where the person goes afterwards, in words (an App's name, a host, the tenant): src/web/destination.ts. */
   destination = tenant,
   signedIn = false,
+  providers: readonly ProviderButton[] = [],
 ): string {
   return layout({
     page: 'signin',
@@ -91,7 +93,7 @@ export function signinPage(
       <input id="email" name="email" type="email" autocomplete="username webauthn" required>
       <button type="submit" class="block">Continue</button>
     </form>
-    <button type="button" id="passkey-signin" class="secondary block" hidden>Sign in with a passkey</button>
+    <button type="button" id="passkey-signin" class="secondary block" hidden>Sign in with a passkey</button>${providerButtons(providers)}
   </div>
   <div id="step-factors" hidden>
     <div class="who"><span><span id="who-label">Signing in as</span> <strong id="who-email"></strong></span>
@@ -122,7 +124,11 @@ export function signinPage(
   });
 }
 
-export function enrollPage(tenant: string, signedIn = false): string {
+export function enrollPage(
+  tenant: string,
+  signedIn = false,
+  providers: readonly ProviderButton[] = [],
+): string {
   return layout({
     page: 'enroll',
     title: 'Security settings',
@@ -192,7 +198,7 @@ export function enrollPage(tenant: string, signedIn = false): string {
     <h2 id="h-refvideo">Reference video</h2>
     <p class="muted">A short video of you. If you ever lose your sign-in methods, a colleague who vouches for you compares a new recording with it.</p>
     <p><a href="/signin/vouch/reference">View or record your reference video</a></p>
-  </section>
+  </section>${providerLinksCard(providers)}
 ${OTP_ENROLL_CARD}
 ${PSTN_ENROLL_CARD}
 ${MOBILE_ENROLL_CARD}

@@ -1,8 +1,10 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { listProviders } from '../auth/factors/oauth2rp/provider.js';
 import { tenantDoc } from '../auth/integrity.js';
 import type { ServiceContext } from '../store/context.js';
 import { APP_JS } from './appjs.js';
 import { destinationName } from './destination.js';
+import { FEDERATION_JS } from './federation.js';
 import { registerHomeRoutes } from './home.js';
 import { registerMobilePages } from './mobile.js';
 import { debugPage, enrollPage, otpLinkPage, signinPage, signoutPage } from './pages.js';
@@ -55,6 +57,11 @@ export function registerWebRoutes(app: FastifyInstance, ctx: ServiceContext) {
     asset(WEBAUTHN_JS, 'text/javascript; charset=utf-8'),
   );
   app.get(
+    '/signin/assets/federation.js',
+    { config: { auth: 'none' } },
+    asset(FEDERATION_JS, 'text/javascript; charset=utf-8'),
+  );
+  app.get(
     '/signin/assets/style.css',
     { config: { auth: 'none' } },
     asset(STYLE_CSS, 'text/css; charset=utf-8'),
@@ -69,11 +76,22 @@ export function registerWebRoutes(app: FastifyInstance, ctx: ServiceContext) {
     const destination = await destinationName(ctx, req, tenant, ret, name);
     return sendPage(
       reply,
-      signinPage(name, ret, intent, raw !== '' && ret === '', destination, signedIn(req)),
+      signinPage(
+        name,
+        ret,
+        intent,
+        raw !== '' && ret === '',
+        destination,
+        signedIn(req),
+        await listProviders(ctx),
+      ),
     );
   });
   app.get('/signin/enroll', OPTIONAL, async (req, reply) =>
-    sendPage(reply, enrollPage(String((await tenantDoc(ctx)).Name || 'Gatehouse'), signedIn(req))),
+    sendPage(
+      reply,
+      enrollPage(String((await tenantDoc(ctx)).Name || 'Gatehouse'), signedIn(req), await listProviders(ctx)),
+    ),
   );
   app.get('/signin/signout', OPTIONAL, async (req, reply) =>
     sendPage(reply, signoutPage(String((await tenantDoc(ctx)).Name || 'Gatehouse'), signedIn(req))),

@@ -97,4 +97,10 @@ dl.facts { display: grid; grid-template-columns: max-content 1fr; gap: .35rem 1r
 ul.plain { list-style: none; padding: 0; } ul.plain li { display: flex; align-items: center; justify-content: space-between; gap: .5rem; padding: .25rem 0; }
 .match { font-size: 3rem; font-weight: 750; letter-spacing: .1em; text-align: center; margin: .5rem 0; }
 dl.facts dt { color: var(--muted); } dl.facts dd { margin: 0; font-weight: 600; overflow-wrap: anywhere; }
+.or { display: flex; align-items: center; gap: .75rem; color: var(--muted); font-size: .9rem; margin: 1.25rem 0 0; }
+.or::before, .or::after { content: ''; flex: 1; border-top: 1px solid var(--line); }
+button.provider { border-color: var(--line); color: var(--ink); margin-top: .6rem; }
+ul.links { list-style: none; padding: 0; margin: .5rem 0 0; }
+ul.links li { display: flex; justify-content: space-between; align-items: center; gap: .5rem; padding: .3rem 0; }
+ul.links li button { margin: 0; padding: .25rem .6rem; font-size: .85rem; }
 `;

@@ -18,7 +18,15 @@ export const PROXY_PATHS = {
   callback: '/.gatehouse/callback',
   signin: '/.gatehouse/signin',
   accessCheck: '/.gatehouse/access-check/',
+  /** The public keys that verify X-Service-Assertion (a JWK Set; docs/federation.md). */
+  jwks: '/.gatehouse/jwks.json',
 } as const;
+
+/**
+ * The signed identity assertion the proxy adds to forwarded requests: an ES256 JWT an upstream
+ * verifies with the keys at PROXY_PATHS.jwks instead of trusting the network (docs/federation.md).
+ */
+export const ASSERTION_HEADER = 'x-service-assertion';
 
 /**
  * The service's browser cookies. Part of the contract because the proxy must never forward them:
@@ -45,6 +53,10 @@ export interface WireIdentity {
   SessionID?: string;
   /** RFC 3339; when the session (or key) stops being valid; absent when it never expires. */
   Expires?: string;
+  /** IDs of the groups whose membership counts now (active, at the session's level); at most 64. */
+  Groups?: string[];
+  /** The service session's integrity level; absent for API keys. */
+  IntegrityLevel?: number;
 }
 
 export interface RegisterRequest {

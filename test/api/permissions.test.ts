@@ -181,6 +181,7 @@ describe.each(backends())('the permission matrix of docs/api.md holds on %s', (b
       'Tenant.ScriptLogRetentionSeconds': 31_536_000,
       'Tenant.LocationLevel': 4,
       'Tenant.LocationRegions': ['Office: 0,0,1'],
+      'Tenant.FederationLinkByEmail': true,
     };
     expect(Object.hasOwn(values, `${kind}.${field}`), `a privileged value for ${kind}.${field}`).toBe(true);
     return values[`${kind}.${field}`];

@@ -1,3 +1,4 @@
+import { generateKeyPairSync } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -50,6 +51,7 @@ describe('proxy settings', () => {
       privateaddress: '',
       cookiekey: '',
       metrics: '',
+      assertionkey: '',
       cookiedomain: '',
     });
     expect(c.auth.token).toBe('');
@@ -57,6 +59,24 @@ describe('proxy settings', () => {
     expect(c.acme.server).toBe(DEFAULT_ACME_SERVER);
     expect(c.acme.email).toBe('');
     expect(c.prefixes).toEqual([]);
+  });
+
+  it('refuses a proxy.assertionkey that is not a P-256 private key, naming the setting', () => {
+    expect(() => loadProxyConfig({ env: { SVC_PROXY_ASSERTIONKEY: '/no/such/file.pem' } })).toThrow(
+      /proxy\.assertionkey/,
+    );
+    const rsa = generateKeyPairSync('rsa', { modulusLength: 1024 }).privateKey.export({
+      type: 'pkcs8',
+      format: 'pem',
+    });
+    expect(() => loadProxyConfig({ env: { SVC_PROXY_ASSERTIONKEY: String(rsa) } })).toThrow(/P-256/);
+    const ec = generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({
+      type: 'pkcs8',
+      format: 'pem',
+    });
+    expect(loadProxyConfig({ env: { SVC_PROXY_ASSERTIONKEY: String(ec) } }).proxy.assertionkey).toContain(
+      'BEGIN',
+    );
   });
 
   it('reads every key from file, env and flag with precedence flag > env > file', () => {

@@ -37,6 +37,7 @@ const RESERVED = [
   'x-service-auth-type',
   'x-service-session-expires',
   'x-service-access-check',
+  'x-service-assertion',
   'x-service-not-yet-invented',
   'x-remote-user',
   'remote-user',
@@ -67,6 +68,7 @@ const IDENTITY = [
   'x-service-user',
   'x-remote-user',
   'x-service-auth-type',
+  'x-service-assertion',
   'authorization',
 ];
 

@@ -7,6 +7,7 @@ import type { Factor } from './factor.js';
 import { locationFactor } from './location/index.js';
 import { mobileFactor } from './mobile/index.js';
 import { otpFactor } from './otp/index.js';
+import { oauth2rpFactor } from './oauth2rp/index.js';
 import { passwordFactor } from './password/index.js';
 import { pinFactor } from './pin/index.js';
 import { pstnFactor } from './pstn/index.js';
@@ -30,6 +31,7 @@ export const factors: Factor[] = [
   pstnFactor,
   mobileFactor,
   ...u2fFactors,
+  oauth2rpFactor,
 ];
 
 // The lists that lower modules read, filled once from the declarations above (those modules are

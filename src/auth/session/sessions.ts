@@ -4,7 +4,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError } from '../../core/errors.js';
 import type { ServiceContext } from '../../store/context.js';
 import { newId } from '../../store/objects.js';
-import { Level, levelOf, locationCap, tenantDoc } from '../integrity.js';
+import { Level, levelOf, locationCap, sessionFloor, tenantDoc } from '../integrity.js';
 import { clearSessionCookie, serviceCookies, setDeviceCookie, setSessionCookie } from './cookies.js';
 import { authDb, type SessionsTable } from './db.js';
 
@@ -21,6 +21,8 @@ export interface SessionData {
   ActivationCode?: boolean;
   /** Level granted by a boost from another session (the level never drops below it). */
   BoostLevel?: number;
+  /** Level given by a sign-in through an upstream identity provider (src/auth/factors/oauth2rp/). */
+  FederatedLevel?: number;
   /** The session's token changed server-side (boost): rotate again at the holder's next request. */
   RotatePending?: boolean;
   /** A sign-in script requires this level before the session is authorized (docs/scripts.md). */
@@ -220,7 +222,7 @@ export async function saveSession(
  * new token when the level changed from `previousLevel` (fixation defence) or `rotate` says so.
  */
 function sessionUpdate(s: Session, previousLevel: number, rotate: boolean | undefined) {
-  const level = levelOf(s.userId !== '', s.factors, s.data.BoostLevel ?? 0);
+  const level = levelOf(s.userId !== '', s.factors, sessionFloor(s.data));
   const token = (rotate ?? level !== previousLevel) ? newToken() : undefined;
   const set: Partial<SessionsTable> = {
     user_id: s.userId,

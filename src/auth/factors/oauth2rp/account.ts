@@ -1,0 +1,83 @@
+import { ApiError } from '../../../core/errors.js';
+import { User } from '../../../objects/user.js';
+import type { Doc } from '../../../schema/fields.js';
+import type { ServiceContext } from '../../../store/context.js';
+import { userUsable } from '../../apikeys.js';
+import { tenantDoc } from '../../integrity.js';
+import { addLink, findLink, touchLink } from './store.js';
+
+/** Who the provider says signed in: checked claims only (ID token or user info). */
+export interface ProviderIdentity {
+  issuer: string;
+  subject: string;
+  email: string;
+  emailVerified: boolean;
+  name: string;
+  /** The level this sign-in gives (App.OAuth2.Level, raised by the ID token's acr/amr). */
+  level: number;
+}
+
+/**
+ * The user a provider identity signs in as. In order:
+ * 1. a flow started to link (`linkUser`): the identity is linked to that user, unless it is
+ *    already linked to another (409);
+ * 2. the user the identity is linked to (by issuer and subject, never by e-mail);
+ * 3. with `Tenant.FederationLinkByEmail` and an address the provider verified: the user who has
+ *    that address, linked now;
+ * 4. with `App.OAuth2.CreateUsers`: a new user, linked now;
+ * otherwise 403 Account Not Linked (and, when a user has the address, how to link it).
+ */
+export async function resolveUser(
+  ctx: ServiceContext,
+  appId: string,
+  who: ProviderIdentity,
+  linkUser: string,
+  createUsers: boolean,
+): Promise<string> {
+  let link = await findLink(ctx, who.issuer, who.subject);
+  // A link to a user who no longer exists links nobody: the identity is free again.
+  if (link && !(await ctx.store.get(User, link.user_id))) link = undefined;
+  const linkTo = async (userId: string) => {
+    const made = await addLink(ctx, { ...who, userId, appId, email: who.email });
+    if (made.user_id !== userId)
+      throw new ApiError('Conflict', 'this identity at the provider is already linked to another user');
+    return userId;
+  };
+  if (linkUser !== '') {
+    if (link && link.user_id !== linkUser)
+      throw new ApiError('Conflict', 'this identity at the provider is already linked to another user');
+    if (link) {
+      await touchLink(ctx, link.id);
+      return linkUser;
+    }
+    return linkTo(linkUser);
+  }
+  if (link) {
+    await touchLink(ctx, link.id);
+    return link.user_id;
+  }
+  const holder = who.email !== '' ? await ctx.store.findByKey(User, 'Email', who.email) : undefined;
+  if (holder) {
+    const tenant = await tenantDoc(ctx);
+    if (who.emailVerified && tenant.FederationLinkByEmail === true) return linkTo(holder.id);
+    throw new ApiError(
+      'AccountNotLinked',
+      'an account with this e-mail address exists but is not linked to this provider: sign in to it, then link the provider from Security settings',
+    );
+  }
+  if (!createUsers)
+    throw new ApiError('AccountNotLinked', 'no account is linked to this identity at the provider');
+  const doc: Doc = {};
+  // Only an address the provider verified becomes the new user's (the e-mail step finds users by it).
+  if (who.email !== '' && who.emailVerified) doc.Email = who.email;
+  if (who.name !== '') doc.Name = { FullName: who.name.slice(0, 256) };
+  const { obj } = await ctx.store.create(User, doc);
+  return linkTo(obj.id);
+}
+
+/** The user must be allowed to sign in at all (not disabled, not suspended). */
+export async function usableUser(ctx: ServiceContext, userId: string) {
+  const user = await ctx.store.get(User, userId);
+  if (!user || !userUsable(user.doc)) throw new ApiError('Forbidden', 'this user may not sign in');
+  return user;
+}
