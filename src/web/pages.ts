@@ -1,10 +1,10 @@
 /** Server-rendered HTML of the sign-in pages. Every dynamic value goes through esc(). */
 import { esc } from '../core/html.js';
 import { ICON_LINKS } from './favicon.js';
+import { type ProviderButton, providerButtons, providerLinksCard } from './federation.js';
 import { MOBILE_ENROLL_CARD, MOBILE_MAIN, MOBILE_SIGNIN_FORM } from './mobileui.js';
 import { OTP_ENROLL_CARD, OTP_LINK_MAIN, OTP_SIGNIN_FORM } from './otp.js';
 import { PSTN_ENROLL_CARD, PSTN_SIGNIN_FORM } from './pstn.js';
-import { type ProviderButton, providerButtons, providerLinksCard } from './federation.js';
 
 interface PageOpts {
   page: 'signin' | 'enroll' | 'signout' | 'debug' | 'otp' | 'mobile';
