@@ -51,15 +51,18 @@ export function parseExposition(text: string): Map<string, Family> {
       labels[lm[1] as string] = (lm[2] as string).replace(/\\(.)/g, (_, c: string) => (c === 'n' ? '\n' : c));
       rest = rest.slice(lm[0].length);
     }
+    // Prometheus reads values with Go's ParseFloat, which takes NaN and Inf in any case
+    // (prom-client writes NaN as "Nan").
+    const special = valueText.toLowerCase();
     const value =
-      valueText === '+Inf'
+      special === '+inf' || special === 'inf'
         ? Infinity
-        : valueText === '-Inf'
+        : special === '-inf'
           ? -Infinity
-          : valueText === 'NaN'
+          : special === 'nan'
             ? NaN
             : Number(valueText);
-    if (Number.isNaN(value) && valueText !== 'NaN') throw new Error(`bad value ${valueText}`);
+    if (Number.isNaN(value) && special !== 'nan') throw new Error(`bad value ${valueText}`);
     familyOf(name).samples.push({ name, labels, value });
   }
   return families;

@@ -103,6 +103,18 @@ export async function provisionTotp(s: TestService, userId: string): Promise<str
     url: `/auth/enroll/totp/confirm?user=${userId}`,
     payload: { Code: totpCode(secret, -1) },
   });
+  // Under load the request can land in the next step, where the previous step's code is two steps
+  // old: confirm with the current step's code then (each step counts once, and the next step's
+  // code is still left for signing in).
+  if (conf.statusCode === 403) {
+    const again = await s.req({
+      method: 'POST',
+      url: `/auth/enroll/totp/confirm?user=${userId}`,
+      payload: { Code: totpCode(secret, 0) },
+    });
+    expect(again.statusCode, again.body).toBe(204);
+    return secret;
+  }
   expect(conf.statusCode, conf.body).toBe(204);
   return secret;
 }
