@@ -1,3 +1,4 @@
+import { moveLinks } from '../auth/factors/oauth2rp/store.js';
 import { decryptSecret, encryptSecret } from '../auth/factors/secrets.js';
 import { moveReferenceVideo } from '../auth/factors/vouch/videos.js';
 import { deleteUserSessions } from '../auth/session/sessions.js';
@@ -18,9 +19,10 @@ import { openPassword, sealPassword } from './passwords.js';
 import { allOf, eq } from './store.js';
 
 /**
- * Per-user records that move by rewriting user-ID fields: THE list a new per-user record kind
- * joins (federated links, #15: `{ type: FederatedLink, fields: ['UserID'] }`). Records whose ID
- * is derived from the user (memberships, accounts) have their own step below.
+ * Per-user records that move by rewriting user-ID fields: THE list a new per-user object type
+ * joins (`{ type, fields: ['UserID'] }`). Records whose ID is derived from the user (memberships,
+ * accounts) and records in tables of their own (reference videos, federated links) have their own
+ * step in mergeUsers.
  */
 export const PER_USER_RECORDS: readonly { type: ObjectType; fields: readonly string[] }[] = [
   { type: AccountChange, fields: ['UserID'] },
@@ -127,6 +129,7 @@ export async function mergeUsers(ctx: ServiceContext, toId: string, fromId: stri
   await moveMemberships(ctx, fromId, toId);
   await moveAccounts(ctx, fromId, toId);
   await moveReferenceVideo(ctx, fromId, toId);
+  await moveLinks(ctx, fromId, toId);
   for (const { type, fields } of PER_USER_RECORDS) {
     for (const field of fields) {
       for (const r of await allOf(ctx.store, type, [eq(field, fromId)])) {

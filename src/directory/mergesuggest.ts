@@ -22,8 +22,10 @@ const stem = (userName: unknown) => norm(userName).replace(/[-_.]?\d+$/, '');
 /**
  * THE merge suggestions (the only place they are computed; scripts may refine the list here
  * later): pairs of users, neither merged already, that share a verified e-mail address (Email or
- * OtherEmails), or a full name and user-name stem. "Same federated subject" joins when federated
- * links exist (#15): they are not stored yet, so no pair can have that reason today.
+ * OtherEmails), or a full name and user-name stem. "Same federated subject" cannot arise: a
+ * provider identity (issuer and subject) links to one user only (federated_links is unique on
+ * it), and a merge moves the links; the reason stays in the type for an import of users that
+ * carries provider subjects.
  */
 export function suggestMerges(users: readonly Doc[]): UserMergeSuggestion[] {
   const live = users.filter((u) => !u.MergedInto);

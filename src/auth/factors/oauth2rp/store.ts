@@ -147,6 +147,11 @@ export async function addLink(
   return row;
 }
 
+/** A merge (src/directory/merge.ts): every identity linked to `fromId` now signs in as `toId`. */
+export async function moveLinks(ctx: Ctx, fromId: string, toId: string): Promise<void> {
+  await db(ctx).updateTable('federated_links').set({ user_id: toId }).where('user_id', '=', fromId).execute();
+}
+
 export async function touchLink(ctx: Ctx, id: string): Promise<void> {
   await db(ctx).updateTable('federated_links').set({ last_used: Date.now() }).where('id', '=', id).execute();
 }

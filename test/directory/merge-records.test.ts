@@ -1,10 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { addLink, findLink, userLinks } from '../../src/auth/factors/oauth2rp/store.js';
 import { putReference, webm } from '../auth/factors/vouch/kit.js';
 import { backends, startTestService, type TestService } from '../helpers.js';
+import { ctxOf } from '../scripts/kit.js';
 
 /*
- * A reference video (the credential a colleague vouches against) follows the merge like the
- * other sign-in credentials: to a target that has none; a merged user keeps none.
+ * Records in tables of their own follow a merge: a reference video (the credential a colleague
+ * vouches against) goes to a target that has none, and a merged user keeps none; provider
+ * identities (federated links) sign in as the target from then on.
  */
 
 describe.each(backends())('merge and reference videos on %s', (backend) => {
@@ -46,5 +49,22 @@ describe.each(backends())('merge and reference videos on %s', (backend) => {
     expect(kept.headers['x-magic-words']).toBe('delta,echo,foxtrot');
     expect(Buffer.compare(kept.rawPayload, mine)).toBe(0);
     expect((await video(from)).statusCode).toBe(404);
+  });
+
+  it('moves provider identities, so they sign in as the target', async () => {
+    const from = await user('lfrom');
+    const to = await user('lto');
+    const ctx = ctxOf(s);
+    const subject = `sub-${Date.now()}`;
+    await addLink(ctx, {
+      issuer: 'https://idp.example',
+      subject,
+      userId: from,
+      appId: 'app',
+      email: 'x@idp',
+    });
+    expect((await s.req({ method: 'POST', url: `/users/${to}/merge?from=${from}` })).statusCode).toBe(204);
+    expect((await findLink(ctx, 'https://idp.example', subject))?.user_id).toBe(to);
+    expect(await userLinks(ctx, from)).toEqual([]);
   });
 });
