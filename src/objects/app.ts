@@ -123,8 +123,9 @@ export const App: ObjectType = {
   },
   writeOnly: {
     OAuth2ClientSecret: f.string({
-      maxLength: 1024,
-      doc: 'Client secret at the upstream provider; kept in hidden state, never returned ("" removes it)',
+      // Stored sealed (src/auth/factors/oauth2rp/clientsecret.ts: at most 1024 characters before).
+      maxLength: 8192,
+      doc: 'Client secret at the upstream provider (at most 1024 characters); kept encrypted in hidden state, never returned ("" removes it)',
     }),
   },
   prepare(ctx) {

@@ -1,5 +1,7 @@
 import fc from 'fast-check';
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { App } from '../../../src/objects/app.js';
 import { backends, startTestService, type TestService } from '../../helpers.js';
 import { Browser, makeUser, PW, provisionTotp, setTenant } from '../../kit/index.js';
 import {
@@ -92,6 +94,39 @@ describe.each(backends())('relying party: sign in through other providers (%s)',
     expect(app.json().OAuth2.HaveClientSecret).toBe(true);
     expect((await s.req({ url: `/apps/${appB}` })).json().OAuth2.HaveClientSecret).toBe(false);
     expect((await s.req({ url: '/apps' })).body).not.toContain(SECRET_A);
+  });
+
+  it('keeps client secrets encrypted at rest: neither the hidden state nor any table holds them in clear', async () => {
+    for (const [id, secret] of [
+      [appA, SECRET_A],
+      [appGH, gh.clientSecret],
+    ] as const) {
+      const hidden = await s.store.getSecret(App, id);
+      expect(typeof hidden.OAuth2ClientSecret).toBe('string');
+      expect(hidden.OAuth2ClientSecret).not.toContain(secret);
+      expect(hidden.OAuth2ClientSecret).toMatch(/^v1\./);
+    }
+    const rows = await sql<{ t: string }>`SELECT data || coalesce(secret, '') AS t FROM objects`.execute(
+      s.db.kysely,
+    );
+    expect(rows.rows.filter((r) => r.t.includes(SECRET_A) || r.t.includes(gh.clientSecret))).toEqual([]);
+    const changes = await sql<{ t: string }>`SELECT coalesce(data, '') AS t FROM changes`.execute(
+      s.db.kysely,
+    );
+    expect(changes.rows.filter((r) => r.t.includes(SECRET_A) || r.t.includes(gh.clientSecret))).toEqual([]);
+    // Too long a secret is refused before it is sealed.
+    const etag = String((await s.req({ url: `/apps/${appB}` })).headers.etag);
+    const long = await s.req({
+      method: 'PUT',
+      url: `/apps/${appB}`,
+      headers: { 'if-match': etag },
+      payload: {
+        ...((await s.req({ url: `/apps/${appB}` })).json() as object),
+        OAuth2ClientSecret: 'x'.repeat(1025),
+      },
+    });
+    expect(long.statusCode).toBe(400);
+    expect(long.headers['x-error-code']).toBe('Invalid Field');
   });
 
   it('the authorization URL carries PKCE S256, state and nonce, and the per-provider callback', async () => {

@@ -25,6 +25,7 @@ import {
 import { type Factor, FLOW, field, formIntent, formOf } from '../factor.js';
 import { credentialChange, credentialChanged } from '../stepup.js';
 import { type ProviderIdentity, resolveUser, usableUser } from './account.js';
+import { sealClientSecrets } from './clientsecret.js';
 import { listProviders, loadProvider, type Provider, providerError } from './provider.js';
 import { deleteLink, saveFlow, takeFlow, userLinks } from './store.js';
 
@@ -198,6 +199,7 @@ async function callback(req: FastifyRequest, reply: FastifyReply, ctx: ServiceCo
 export const oauth2rpFactor: Factor = {
   name: FACTOR,
   register(app, ctx) {
+    sealClientSecrets(app, ctx);
     // The providers the sign-in page offers (anyone may ask: names and IDs only).
     app.get('/auth/oauth2rp', FLOW, async (_req, reply) =>
       reply.header('Cache-Control', 'no-store').send(await listProviders(ctx)),

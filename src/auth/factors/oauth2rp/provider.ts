@@ -14,6 +14,7 @@ import type { Doc } from '../../../schema/fields.js';
 import type { ServiceContext } from '../../../store/context.js';
 import { parseListQuery } from '../../../store/listquery.js';
 import type { StoredObject } from '../../../store/objects.js';
+import { openClientSecret } from './clientsecret.js';
 
 /** How long a provider may take to answer one request (discovery, token, user info, keys). */
 export const PROVIDER_TIMEOUT_S = 10;
@@ -121,7 +122,10 @@ export async function loadProvider(ctx: ServiceContext, appId: string): Promise<
   const now = Date.now();
   let hit = cache.get(key);
   if (!hit || now - hit.at > DISCOVERY_TTL_MS) {
-    const secret = str((await ctx.store.getSecret(App, app.id)).OAuth2ClientSecret);
+    const secret = await openClientSecret(
+      ctx,
+      str((await ctx.store.getSecret(App, app.id)).OAuth2ClientSecret),
+    );
     hit = { at: now, config: configure(app, o, secret) };
     const mine = hit;
     for (const k of cache.keys()) if (k.startsWith(`${app.id}:`)) cache.delete(k);
