@@ -95,3 +95,16 @@ export async function lastAuditSeq(db: Db): Promise<number> {
   );
   return Number(r.rows[0]?.seq ?? 0);
 }
+
+/**
+ * Retention of the audit trail (server.auditretention): one batch of the oldest entries written
+ * before `before`, by the time index. The trail is kept apart from the change log, with a
+ * retention of its own: auditors want a year, the event stream's catch-up a few days.
+ */
+export async function pruneAuditBatch(db: Db, before: number, batch: number): Promise<number> {
+  const r =
+    await sql`DELETE FROM audit_trail WHERE seq IN (SELECT seq FROM audit_trail WHERE time < ${before} ORDER BY seq LIMIT ${batch})`.execute(
+      db.kysely,
+    );
+  return Number(r.numAffectedRows ?? 0);
+}

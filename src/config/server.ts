@@ -83,6 +83,14 @@ export const serverSection = {
     description:
       'Seconds a PostgreSQL statement may go unanswered before the request fails with 503 and the connection is replaced (a network cut)',
   }),
+  auditretention: int({
+    key: 'server.auditretention',
+    env: 'SVC_SERVER_AUDITRETENTION',
+    flag: 'audit-retention',
+    default: 400 * 86_400,
+    min: 0,
+    description: 'Seconds the audit trail keeps an entry (GET /audit); 0 keeps it for good',
+  }),
   changeretention: int({
     key: 'server.changeretention',
     env: 'SVC_SERVER_CHANGERETENTION',

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { createServer } from '../api/server.js';
+import { pruneAuditBatch } from '../audit/trail.js';
 import type { ServiceConfig } from '../config/index.js';
 import { parseListen } from '../config/setting.js';
 import { createLogger } from '../core/logger.js';
@@ -53,6 +54,11 @@ export async function startService(
   if ((cert === '') !== (key === '')) throw new Error('server.cert and server.key must be set together');
   const https = cert ? { cert: readFileSync(cert), key: readFileSync(key) } : undefined;
   const stopMetrics = startMetrics(store, logger);
+  const auditPruner = startPruner(db, {
+    retentionMs: config.server.auditretention * 1000,
+    prune: pruneAuditBatch,
+    onError: (err) => logger.warn({ err }, 'audit trail: pruning failed; trying again later'),
+  });
   const pruner = startPruner(db, {
     retentionMs: config.server.changeretention * 1000,
     onError: (err) => logger.warn({ err }, 'change log: pruning failed; trying again later'),
@@ -72,6 +78,7 @@ export async function startService(
     async close() {
       await app.close();
       await pruner.stop();
+      await auditPruner.stop();
       await stopMetrics();
       await db.close();
     },

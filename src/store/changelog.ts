@@ -59,6 +59,9 @@ export async function pruneBatch(db: Db, before: number, batch = PRUNE_BATCH): P
   });
 }
 
+/** One batch of a pruner: deletes up to `batch` rows written before `before`; returns how many. */
+export type PruneBatch = (db: Db, before: number, batch: number) => Promise<number>;
+
 export interface PrunerOptions {
   /** How long rows are kept, in ms; 0 keeps them for good. */
   retentionMs: number;
@@ -70,13 +73,15 @@ export interface PrunerOptions {
   onError?: (err: unknown) => void;
   /** After each run that deleted rows (tests, logs). */
   onPruned?: (rows: number) => void;
+  /** What to prune; the change log by default. */
+  prune?: PruneBatch;
 }
 
 /** The interval between runs: a tenth of the retention, between one second and one minute. */
 export const pruneInterval = (retentionMs: number) => Math.min(60_000, Math.max(1_000, retentionMs / 10));
 
 /**
- * Prunes the change log in the background until stopped. Each instance sharing a database runs
+ * Prunes the change log (or, with `prune`, another time-ordered log) in the background until stopped. Each instance sharing a database runs
  * one; deleting rows another instance already deleted does nothing, so they need no coordination.
  */
 export function startPruner(
@@ -90,7 +95,11 @@ export function startPruner(
     let total = 0;
     for (;;) {
       if (stopped) break;
-      const n = await pruneBatch(db, Date.now() - opts.retentionMs, opts.batch);
+      const n = await (opts.prune ?? pruneBatch)(
+        db,
+        Date.now() - opts.retentionMs,
+        opts.batch ?? PRUNE_BATCH,
+      );
       total += n;
       if (n < (opts.batch ?? PRUNE_BATCH)) break;
       await new Promise((r) => setTimeout(r, pause));
