@@ -1,5 +1,6 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { User } from '../../../src/objects/user.js';
 import { backends, startTestService, type TestService } from '../../helpers.js';
 import {
   authResponse,
@@ -140,6 +141,29 @@ describe.each(backends())('security keys and passkeys on %s', (backend) => {
     });
     expect(f.statusCode, f.body).toBe(200);
     expect(await authResponse(b)).toMatchObject({ UserID: id, Email: e, IntegrityLevel: 4, Proven: ['u2f'] });
+  });
+
+  it('a passkey registered before a user merge signs in as the user it was merged into', async () => {
+    const { id: from, key } = await withKey();
+    const to = await makeUser(s, { email: email(), password: PW });
+    expect((await s.req({ method: 'POST', url: `/users/${to}/merge?from=${from}` })).statusCode).toBe(204);
+    // The passkey names the user it was registered for, as a browser's would.
+    const { finish } = await keySignIn(key, { answer: { userHandle: handleOf(from) } });
+    expect(finish.statusCode, finish.body).toBe(200);
+    expect(finish.json().UserID).toBe(to);
+    // The handle only says whom to ask: a key of the merged-away user that did not move is refused.
+    const stray = await withKey();
+    const other = await makeUser(s, { email: email(), password: PW });
+    expect((await s.req({ method: 'POST', url: `/users/${other}/merge?from=${stray.id}` })).statusCode).toBe(
+      204,
+    );
+    const secret = await s.store.getSecret(User, other);
+    await s.store.systemPut(User, other, (doc) =>
+      doc ? { doc, secret: { ...secret, WebAuthnCredentials: [] } } : null,
+    );
+    expect(
+      (await keySignIn(stray.key, { answer: { userHandle: handleOf(stray.id) } })).finish.statusCode,
+    ).toBe(403);
   });
 
   it('the level follows the key and the assertion: presence only is one factor, a synced passkey two', async () => {

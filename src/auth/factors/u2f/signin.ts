@@ -154,7 +154,12 @@ export function registerSignin(app: FastifyInstance, ctx: ServiceContext) {
     const handleUser = handle ? userOfHandle(handle) : '';
     const userId = pending.UserID || handleUser;
     const address = addressKey(req.ip);
-    const user = userId !== '' ? await ctx.store.get(User, userId) : undefined;
+    let user = userId !== '' ? await ctx.store.get(User, userId) : undefined;
+    // A passkey registered before a user merge still carries the merged-away user's handle; the
+    // merge moved the key to the target (src/directory/merge.ts), so follow MergedInto there. The
+    // key is still looked up among that user's own keys below: the handle only names whom to ask.
+    for (let hop = 0; hop < 4 && !pending.UserID && typeof user?.doc.MergedInto === 'string'; hop++)
+      user = user.doc.MergedInto === '' ? user : await ctx.store.get(User, user.doc.MergedInto);
     // With a user named, only that user's keys count (the handle is a hint: a key moved by a user
     // merge still carries the merged-away user's handle); without one, the handle names the user.
     // No such user: counted against the address only (there is no user to count it against).
