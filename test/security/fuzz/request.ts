@@ -37,6 +37,18 @@ export interface Identity {
   fullName: string;
 }
 
+/** The `sub` of a compact JWS's payload, or undefined when it is not one. */
+function assertionSubject(v: string): unknown {
+  const parts = v.split('.');
+  if (parts.length !== 3 || parts.some((p) => !/^[A-Za-z0-9_-]+$/.test(p))) return undefined;
+  try {
+    return (JSON.parse(Buffer.from(parts[1] as string, 'base64url').toString('utf8')) as { sub?: unknown })
+      .sub;
+  } catch {
+    return undefined;
+  }
+}
+
 /** The proxy's own headers on a forwarded request and the values they must have. */
 function proxyHeaders(
   oracleHost: string | undefined,
@@ -57,6 +69,9 @@ function proxyHeaders(
       'x-service-full-name': (v: string) => v === who.fullName,
       'x-service-auth-type': (v: string) => v === 'bearer',
       'x-remote-user': (v: string) => v === who.email,
+      // The signed identity assertion (test/proxy/assertion.test.ts verifies its signature): here,
+      // that it is a JWS about this user.
+      'x-service-assertion': (v: string) => assertionSubject(v) === who.id,
     });
   }
   return h;
