@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { validateSession } from '../../src/auth/session/sessions.js';
+import { validateSession } from '../../src/auth/session/validate.js';
 import { signinLocation } from '../../src/web/returnurl.js';
 import { backends, startTestService, type TestService } from '../helpers.js';
 import { makeUser, signedIn } from './client.js';

@@ -20,6 +20,8 @@ import { handleOf, type KeyOptions, SoftKey } from '../../kit/softkey.js';
  * with a passkey alone, the level each kind of key earns, and what must be refused: a clone (the
  * signature counter not moving forward), another origin or RP ID, a replayed or foreign
  * challenge, tampered bytes, an unknown user handle; failures throttled per factor.
+ * Longer than ~400 lines on purpose: one factor's cases around one shared service and relying
+ * party, each independent; the browser side is test/web/webauthn.test.ts.
  */
 const RP = 'id.example.com';
 const ORIGIN = `https://${RP}`;

@@ -16,6 +16,14 @@ import {
 } from './drive.js';
 import { type FakeGitHub, startFakeGitHub, startUpstreamOP, type UpstreamOP } from './upstream.js';
 
+/*
+ * The relying party (src/auth/factors/oauth2rp) against two real upstream OpenID providers and a
+ * GitHub-style OAuth 2.0 server: sign-in, linking, user creation, the level, and every refusal
+ * (state, nonce, audience, issuer, expiry, signature, mix-up, login CSRF, code injection, open
+ * redirects). Longer than ~400 lines on purpose: the cases share three upstream servers that are
+ * slow to start, and each case reads on its own.
+ */
+
 const SECRET_A = 'upstream-client-secret-A-0123456789';
 
 describe.each(backends())('relying party: sign in through other providers (%s)', (backend) => {
