@@ -1,6 +1,6 @@
-import { createPrivateKey, createPublicKey, generateKeyPairSync, type KeyObject } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
+import { createPublicKey, generateKeyPairSync, type KeyObject } from 'node:crypto';
 import { errors as joseErrors, jwtVerify, SignJWT } from 'jose';
+import { readP256PrivateKey } from '../core/eckey.js';
 import { GATEHOUSE_COOKIE_PREFIX, type WireIdentity } from '../wire/proxy.js';
 
 export const COOKIE_NAME = 'gatehouse_proxy';
@@ -16,21 +16,7 @@ export function loadCookieKey(setting: string): { key: KeyObject; generated: boo
     const { privateKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
     return { key: privateKey, generated: true };
   }
-  let pem = setting;
-  if (!setting.includes('-----BEGIN')) {
-    if (!existsSync(setting))
-      throw new Error('is neither a PEM private key nor the path of a file holding one');
-    pem = readFileSync(setting, 'utf8');
-  }
-  let key: KeyObject;
-  try {
-    key = createPrivateKey(pem);
-  } catch {
-    throw new Error('is not a readable PEM private key');
-  }
-  if (key.asymmetricKeyType !== 'ec' || key.asymmetricKeyDetails?.namedCurve !== 'prime256v1')
-    throw new Error('must be an ECDSA private key on curve P-256');
-  return { key, generated: false };
+  return { key: readP256PrivateKey(setting), generated: false };
 }
 
 export interface SessionProof {

@@ -1,44 +1,16 @@
-import type { AddressInfo } from 'node:net';
-import type { FastifyInstance } from 'fastify';
 import { sql } from 'kysely';
 import pg from 'pg';
-import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createServer } from '../../src/api/server.js';
 import type { Principal } from '../../src/auth/principal.js';
 import { createSession, saveSession } from '../../src/auth/session/sessions.js';
-import { loadServiceConfig } from '../../src/config/index.js';
 import type { EventSocket } from '../../src/events/hub.js';
 import { Group } from '../../src/objects/group.js';
 import { User } from '../../src/objects/user.js';
 import { bootstrap, createApiKey } from '../../src/service/bootstrap.js';
-import { type Db, openDb } from '../../src/store/db.js';
-import { migrate } from '../../src/store/migrations.js';
-import { ObjectStore } from '../../src/store/objects.js';
+import type { Db } from '../../src/store/db.js';
 import { backends, freshLocation } from '../helpers.js';
 import { EventClient, FakeSocket } from './client.js';
-
-interface Instance {
-  app: FastifyInstance;
-  store: ObjectStore;
-  db: Db;
-  url: string;
-}
-
-/** A service instance on an existing database, listening on loopback (as a second `gatehouse serve`). */
-async function startInstance(location: string): Promise<Instance> {
-  const db = openDb(location);
-  await migrate(db);
-  const store = new ObjectStore(db);
-  const app = await createServer({
-    store,
-    db,
-    logger: pino({ level: 'silent' }),
-    config: loadServiceConfig({ env: {} }),
-  });
-  await app.listen({ port: 0, host: '127.0.0.1' });
-  return { app, store, db, url: `http://127.0.0.1:${(app.server.address() as AddressInfo).port}` };
-}
+import { type Instance, startInstance } from './instance.js';
 
 describe.each(backends())('event streams across instances on %s', (backend) => {
   let a: Instance;

@@ -1,18 +1,12 @@
-import type { AddressInfo } from 'node:net';
-import type { FastifyInstance } from 'fastify';
-import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createServer } from '../../src/api/server.js';
-import { loadServiceConfig } from '../../src/config/index.js';
 import { CloseCodes, RESYNC } from '../../src/events/protocol.js';
 import { Group } from '../../src/objects/group.js';
 import { bootstrap, createApiKey } from '../../src/service/bootstrap.js';
 import { pruneBatch } from '../../src/store/changelog.js';
-import { type Db, openDb } from '../../src/store/db.js';
-import { migrate } from '../../src/store/migrations.js';
-import { ObjectStore } from '../../src/store/objects.js';
+import type { ObjectStore } from '../../src/store/objects.js';
 import { backends, freshLocation } from '../helpers.js';
 import { EventClient } from './client.js';
+import { type Instance, startInstance } from './instance.js';
 
 /*
  * An instance whose event tailer could not read the change log for a while (its database
@@ -21,27 +15,6 @@ import { EventClient } from './client.js';
  * - with some pruned meanwhile (change-log retention), they are told to resync (StatusCode 205,
  *   close 4009) and a new subscription's snapshot holds everything.
  */
-
-interface Instance {
-  app: FastifyInstance;
-  store: ObjectStore;
-  db: Db;
-  url: string;
-}
-
-async function startInstance(location: string): Promise<Instance> {
-  const db = openDb(location);
-  await migrate(db);
-  const store = new ObjectStore(db);
-  const app = await createServer({
-    store,
-    db,
-    logger: pino({ level: 'silent' }),
-    config: loadServiceConfig({ env: {} }),
-  });
-  await app.listen({ port: 0, host: '127.0.0.1' });
-  return { app, store, db, url: `http://127.0.0.1:${(app.server.address() as AddressInfo).port}` };
-}
 
 /** Makes the instance's change-log reads fail until the returned function is called. */
 function failReads(store: ObjectStore): () => void {
