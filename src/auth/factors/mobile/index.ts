@@ -6,7 +6,8 @@ import { tenantDoc } from '../../integrity.js';
 import { hasAnyScope } from '../../permissions.js';
 import { type RateLimit, takeRequest } from '../../ratelimit.js';
 import { vapidKeys } from '../../session/keys.js';
-import { deleteSession, mutateSession, sessionById } from '../../session/sessions.js';
+import { deleteSession, sessionById } from '../../session/sessions.js';
+import { proveForAskingSession } from '../elsewhere.js';
 import { type Factor, FLOW, field, formIntent, formOf, identified, jsonBody, regulated } from '../factor.js';
 import { requestingDevice } from '../otp/device.js';
 import { refuseUnknownToken } from '../otp/forged.js';
@@ -132,21 +133,13 @@ export const mobileFactor: Factor = {
 
     app.post('/auth/mobile/approve', FLOW, async (req, reply) => {
       const { challenge, userId } = await checked(req, ctx, 'approve');
-      const raised = await mutateSession(
+      await proveForAskingSession(
         ctx,
         challenge.SessionID,
-        (cur) =>
-          cur.userId !== userId
-            ? cur
-            : {
-                ...cur,
-                factors: cur.factors.includes('mobile') ? cur.factors : [...cur.factors, 'mobile'],
-                data: { ...cur.data, RotatePending: true },
-              },
-        { rotate: false },
+        userId,
+        'mobile',
+        'the sign-in that asked has ended',
       );
-      if (!raised || raised.session.userId !== userId)
-        throw new ApiError('SessionConflict', 'the sign-in that asked has ended');
       return reply.code(204).send();
     });
 

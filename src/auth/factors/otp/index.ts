@@ -6,7 +6,8 @@ import type { ServiceContext } from '../../../store/context.js';
 import { tenantDoc } from '../../integrity.js';
 import { hasAnyScope } from '../../permissions.js';
 import { type RateLimit, takeRequest } from '../../ratelimit.js';
-import { deleteSession, mutateSession, requestSession, sessionById } from '../../session/sessions.js';
+import { deleteSession, requestSession, sessionById } from '../../session/sessions.js';
+import { proveForAskingSession } from '../elsewhere.js';
 import { type Factor, FLOW, field, formIntent, formOf, identified, regulated } from '../factor.js';
 import { credentialChange, credentialChanged } from '../stepup.js';
 import { requestingDevice } from './device.js';
@@ -135,22 +136,13 @@ export const otpFactor: Factor = {
     app.post('/auth/otp/finish', FLOW, async (req, reply) => {
       const { link, userId } = await checked(req, ctx, true);
       // The session that asked gets the factor, whoever opened the link: this browser gets nothing.
-      const raised = await mutateSession(
+      await proveForAskingSession(
         ctx,
         link.SessionID,
-        (cur) =>
-          cur.userId !== userId
-            ? cur
-            : {
-                ...cur,
-                factors: cur.factors.includes('otp') ? cur.factors : [...cur.factors, 'otp'],
-                // Its level changed from elsewhere: new token at its next request (fixation defence).
-                data: { ...cur.data, RotatePending: true },
-              },
-        { rotate: false },
+        userId,
+        'otp',
+        'the sign-in that asked for this link has ended',
       );
-      if (!raised || raised.session.userId !== userId)
-        throw new ApiError('SessionConflict', 'the sign-in that asked for this link has ended');
       return reply.code(204).send();
     });
 

@@ -1,0 +1,32 @@
+import { ApiError } from '../../core/errors.js';
+import type { ServiceContext } from '../../store/context.js';
+import { mutateSession } from '../session/sessions.js';
+
+/**
+ * An approval given on another device (an e-mail link opened, a phone's push approved) proves
+ * `factor` for the session that asked, never for the device that approved, and only while that
+ * session is still the same user's. Its level changed from elsewhere, so its token changes at its
+ * next request (fixation defence). 409 when the session that asked has ended or changed user.
+ */
+export async function proveForAskingSession(
+  ctx: ServiceContext,
+  sessionId: string,
+  userId: string,
+  factor: string,
+  ended: string,
+): Promise<void> {
+  const raised = await mutateSession(
+    ctx,
+    sessionId,
+    (cur) =>
+      cur.userId !== userId
+        ? cur
+        : {
+            ...cur,
+            factors: cur.factors.includes(factor) ? cur.factors : [...cur.factors, factor],
+            data: { ...cur.data, RotatePending: true },
+          },
+    { rotate: false },
+  );
+  if (!raised || raised.session.userId !== userId) throw new ApiError('SessionConflict', ended);
+}
