@@ -13,6 +13,11 @@ import { type SandboxJob, type SandboxResult, sandboxWorker } from './worker.js'
 
 /** How long a job may wait for a free worker before it fails safe. */
 export const QUEUE_WAIT_MS = 2000;
+/**
+ * How long a run may wait while no worker has started yet (loading QuickJS takes a few seconds on
+ * a loaded machine): the first run after start-up must not fail safe merely because it came first.
+ */
+export const COLD_START_WAIT_MS = 15_000;
 /** Jobs waiting at most; more fail at once (limit 'queue'). */
 export const QUEUE_MAX = 1000;
 /** Beyond a job's time limit, how long the worker may take to answer before it is terminated. */
@@ -64,13 +69,18 @@ export class SandboxPool {
       if (free) return this.start(free, p);
       if (this.queue.length >= QUEUE_MAX)
         return resolve(failed(id, 'queue', 'too many scripts waiting to run'));
-      p.queued = setTimeout(() => {
-        const i = this.queue.indexOf(p);
-        if (i >= 0) this.queue.splice(i, 1);
-        resolve(failed(id, 'queue', 'no sandbox became free in time'));
-      }, QUEUE_WAIT_MS);
+      p.queued = setTimeout(
+        () => {
+          const i = this.queue.indexOf(p);
+          if (i >= 0) this.queue.splice(i, 1);
+          this.holdOpen();
+          resolve(failed(id, 'queue', 'no sandbox became free in time'));
+        },
+        this.slots.some((s) => s.ready) ? QUEUE_WAIT_MS : COLD_START_WAIT_MS,
+      );
       p.queued.unref();
       this.queue.push(p);
+      this.holdOpen();
     });
   }
 
@@ -88,9 +98,11 @@ export class SandboxPool {
     const w = new Worker(`(${sandboxWorker.toString()})()`, {
       eval: true,
       workerData: { quickjs: this.quickjs },
+      // The worker's code is CommonJS text: none of the process's flags (--input-type=module would
+      // make it ESM, and the worker would fail at every start).
+      execArgv: [],
       resourceLimits: { maxOldGenerationSizeMb: 256 },
     });
-    w.unref();
     slot.worker = w;
     slot.ready = false;
     w.on('message', (m: SandboxResult & { ready?: boolean; fatal?: string }) => {
@@ -115,6 +127,20 @@ export class SandboxPool {
     };
     w.on('error', replace);
     w.on('exit', replace);
+    this.holdOpen();
+  }
+
+  /**
+   * A worker keeps the process alive only while a run waits for it: an idle pool never keeps a
+   * process from ending (a CLI command, a benchmark), and a process awaiting a run never ends
+   * under it. (Adding a 'message' listener refs the worker's port again, so this runs after.)
+   */
+  private holdOpen() {
+    const waiting = this.queue.length > 0;
+    for (const s of this.slots) {
+      if (s.current || waiting) s.worker?.ref();
+      else s.worker?.unref();
+    }
   }
 
   private start(slot: Slot, p: Pending) {
@@ -132,6 +158,7 @@ export class SandboxPool {
     }, p.job.timeMs + WATCHDOG_GRACE_MS);
     slot.watchdog.unref();
     slot.worker?.postMessage(p.job);
+    this.holdOpen();
   }
 
   private finish(slot: Slot, r: SandboxResult) {
@@ -141,6 +168,7 @@ export class SandboxPool {
     slot.watchdog = undefined;
     p?.resolve(r);
     this.next(slot);
+    this.holdOpen();
   }
 
   private next(slot: Slot) {
