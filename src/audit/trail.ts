@@ -26,7 +26,10 @@ export const AuditEntry: ObjectType = {
     Route: f.string({ doc: 'The route pattern, e.g. /users/:id' }),
     Path: f.string({ doc: 'The path requested, without the query (which may hold an access_token)' }),
     Kind: f.string({ doc: 'Object type of the route, when it is one (User, Group, ...)' }),
-    ObjectID: f.string({ doc: 'The :id of the route, when it has one' }),
+    ObjectID: f.string({ doc: 'The :id of the route, or the ID of the object a create made' }),
+    Rule: f.string({
+      doc: 'The policy rule that refused the request (docs/security.md), when one did; empty otherwise',
+    }),
     Status: f.integer(),
     Via: f.enum(['apikey', 'session', 'agent', 'none'], { doc: 'How the caller proved who it is' }),
     UserID: f.string({ doc: 'The user acted for (empty: none)' }),

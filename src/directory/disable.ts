@@ -5,7 +5,9 @@ import { AccountChange } from '../objects/accountchange.js';
 import { APIKey } from '../objects/apikey.js';
 import { App } from '../objects/app.js';
 import { User } from '../objects/user.js';
+import { enforce } from '../policy/decide.js';
 import type { Doc } from '../schema/fields.js';
+import type { Principal } from '../schema/principal.js';
 import type { ServiceContext } from '../store/context.js';
 import { createChanges, transitionChange } from './changes.js';
 import { allOf, eq } from './store.js';
@@ -37,10 +39,19 @@ export interface DisableUserResult {
  */
 export async function disableUser(
   ctx: ServiceContext,
+  actor: Principal,
   userId: string,
-  by: string,
   reason = '',
 ): Promise<DisableUserResult> {
+  const by = actor.userId;
+  const stored = await ctx.store.get(User, userId);
+  if (!stored) {
+    await enforce(ctx, actor, 'User.disable', { kind: User.kind, id: userId });
+    throw new ApiError('NotFound', `User ${userId} does not exist`);
+  }
+  // The same rules as a PUT of Disabled, and more: the privilege ceiling covers the keys the user
+  // owns (disabling revokes them), and the last active administrator stays.
+  await enforce(ctx, actor, 'User.disable', { kind: User.kind, id: userId, doc: stored.doc });
   const user = await ctx.store.systemPut(User, userId, (doc) => {
     if (!doc) throw new ApiError('NotFound', `User ${userId} does not exist`);
     return { doc: { ...doc, Disabled: true } };

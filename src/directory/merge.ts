@@ -11,7 +11,9 @@ import { Group } from '../objects/group.js';
 import { Membership, membershipId } from '../objects/membership.js';
 import { User } from '../objects/user.js';
 import { VouchRequest } from '../objects/vouchrequest.js';
+import { enforce } from '../policy/decide.js';
 import type { Doc } from '../schema/fields.js';
+import type { Principal } from '../schema/principal.js';
 import type { ObjectType } from '../schema/type.js';
 import type { ServiceContext } from '../store/context.js';
 import { accountIdOf } from './changes.js';
@@ -51,7 +53,13 @@ const RANK: Record<string, number> = { expired: 1, requested: 2, approved: 3, ac
  * left disabled with MergedInto pointing at the target. Each step is idempotent, so a merge cut
  * short is finished by sending it again.
  */
-export async function mergeUsers(ctx: ServiceContext, toId: string, fromId: string): Promise<void> {
+export async function mergeUsers(
+  ctx: ServiceContext,
+  actor: Principal,
+  toId: string,
+  fromId: string,
+): Promise<void> {
+  await enforce(ctx, actor, 'User.merge-into', { kind: User.kind, id: toId });
   if (fromId === '' || fromId === toId)
     throw new ApiError('BadRequest', 'give the user to merge from (?from=<id>), other than the target', {
       field: 'from',
@@ -60,6 +68,9 @@ export async function mergeUsers(ctx: ServiceContext, toId: string, fromId: stri
   if (!to) throw new ApiError('NotFound', `User ${toId} does not exist`);
   const from = await ctx.store.get(User, fromId);
   if (!from) throw new ApiError('NotFound', `User ${fromId} does not exist`);
+  // Both users: the target gains the other's factors, the merged-away user stops signing in.
+  await enforce(ctx, actor, 'User.merge-into', { kind: User.kind, id: toId, doc: to.doc });
+  await enforce(ctx, actor, 'User.merge', { kind: User.kind, id: fromId, doc: from.doc });
   if (to.doc.MergedInto)
     throw new ApiError('Conflict', `User ${toId} was merged into ${String(to.doc.MergedInto)}`);
   if (from.doc.MergedInto && from.doc.MergedInto !== toId)

@@ -3,7 +3,9 @@ import { Group } from '../../../objects/group.js';
 import { Membership } from '../../../objects/membership.js';
 import { User } from '../../../objects/user.js';
 import { VouchRequest } from '../../../objects/vouchrequest.js';
+import { decide } from '../../../policy/decide.js';
 import { type Doc, normalizeTimestamp } from '../../../schema/fields.js';
+import type { Principal } from '../../../schema/principal.js';
 import type { ServiceContext } from '../../../store/context.js';
 import { parseListQuery } from '../../../store/listquery.js';
 import { userUsable } from '../../apikeys.js';
@@ -126,7 +128,8 @@ const MAX_GROUPS = 64;
  * - approvers: the Approvers of such a group (of any group the user is active in), and active
  *   members of its ApproverGroup when that group RequiresApproval itself.
  *
- * Never the user themself, never a user who may not sign in (disabled, suspended). Open groups
+ * Never the user themself, never a user who may not sign in (disabled, suspended), never a user
+ * whose standing does not cover the user's (src/policy: vouch.ceiling). Open groups
  * (joined without approval) make nobody eligible: an attacker could join one to vouch.
  */
 export async function eligibleVouchers(
@@ -163,6 +166,16 @@ export async function eligibleVouchers(
   for (const id of [...out.keys()]) {
     const u = await ctx.store.get(User, id);
     if (!u || !userUsable(u.doc)) out.delete(id);
+    // A voucher at least as privileged as the user vouched for (the policy's vouch ceiling): an
+    // approver who put an administrator into her group does not thereby vouch for him.
+    else if (
+      !(await decide(ctx, voucherActor(id), 'VouchRequest.approve', { kind: 'User', id: userId, userId }))
+        .Allowed
+    )
+      out.delete(id);
   }
   return out;
 }
+
+/** A voucher as the policy sees one: the user, judged by its stored standing (not a session's scopes). */
+export const voucherActor = (userId: string): Principal => ({ via: 'session', userId, scopes: new Set() });
