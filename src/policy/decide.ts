@@ -71,7 +71,7 @@ export const ACTIONS: Readonly<Record<string, Action>> = {
     description: 'disable a user: revoke its sessions and keys, disable or delete its accounts',
     effect: 'changes',
     target: 'User',
-    rules: [scopes('sync'), notSelf, ceilingOnStored, keepsAnAdministrator('remove')],
+    rules: [scopes('sync'), ceilingOnStored, keepsAnAdministrator('remove'), notSelf],
   },
   'User.merge': {
     description: 'merge a user into another: the merged-away user stops signing in',
