@@ -18,7 +18,7 @@ import type { ObjectType } from '../schema/type.js';
 import type { ServiceContext } from '../store/context.js';
 import { accountIdOf } from './changes.js';
 import { openPassword, sealPassword } from './passwords.js';
-import { allOf, eq } from './store.js';
+import { allOf } from './store.js';
 
 /**
  * Per-user records that move by rewriting user-ID fields: THE list a new per-user object type
@@ -97,7 +97,7 @@ export async function mergeUsers(
     };
   });
   await deleteUserSessions(ctx, fromId);
-  for (const k of await allOf(ctx.store, APIKey, [eq('UserID', fromId)]))
+  for (const k of await allOf(ctx.store, APIKey, { UserID: fromId }))
     await ctx.store.systemPut(APIKey, String(k.ID), () => null);
 
   // 2. The target takes what it lacks.
@@ -143,7 +143,7 @@ export async function mergeUsers(
   await moveLinks(ctx, fromId, toId);
   for (const { type, fields } of PER_USER_RECORDS) {
     for (const field of fields) {
-      for (const r of await allOf(ctx.store, type, [eq(field, fromId)])) {
+      for (const r of await allOf(ctx.store, type, { [field]: fromId })) {
         await ctx.store.systemPut(type, String(r.ID), (doc) => {
           if (!doc) return null;
           const next: Doc = { ...doc, [field]: toId };
@@ -165,7 +165,7 @@ export async function mergeUsers(
 }
 
 async function moveMemberships(ctx: ServiceContext, fromId: string, toId: string) {
-  for (const m of await allOf(ctx.store, Membership, [eq('UserID', fromId)])) {
+  for (const m of await allOf(ctx.store, Membership, { UserID: fromId })) {
     const groupId = String(m.GroupID);
     await ctx.store.systemPut(Membership, membershipId(groupId, toId), (doc) => {
       const mine = doc?.State;
@@ -182,7 +182,7 @@ async function moveMemberships(ctx: ServiceContext, fromId: string, toId: string
 }
 
 async function moveAccounts(ctx: ServiceContext, fromId: string, toId: string) {
-  for (const a of await allOf(ctx.store, Account, [eq('UserID', fromId)])) {
+  for (const a of await allOf(ctx.store, Account, { UserID: fromId })) {
     const appId = String(a.AppID);
     const newId = accountIdOf(appId, toId);
     if (await ctx.store.get(Account, newId)) continue; // the target has its own: the from user's stays (disabled user)

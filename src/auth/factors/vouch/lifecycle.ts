@@ -7,7 +7,7 @@ import { decide } from '../../../policy/decide.js';
 import { type Doc, normalizeTimestamp } from '../../../schema/fields.js';
 import type { Principal } from '../../../schema/principal.js';
 import type { ServiceContext } from '../../../store/context.js';
-import { parseListQuery } from '../../../store/listquery.js';
+import { iterateWhere } from '../../../store/find.js';
 import { userUsable } from '../../apikeys.js';
 
 /**
@@ -110,12 +110,6 @@ export async function currentRequest(ctx: ServiceContext, id: string) {
   return obj;
 }
 
-async function* rows(ctx: ServiceContext, type: typeof Membership, filters: string[]): AsyncGenerator<Doc> {
-  const page = await ctx.store.list(type, parseListQuery(type, { filter: filters, limit: '1000' }));
-  for await (const chunk of page.chunks)
-    for (const line of chunk.split('\n')) if (line !== '') yield (JSON.parse(line) as { Item: Doc }).Item;
-}
-
 /** Bounds the work of one eligibility computation (groups looked at, members per group). */
 const MAX_GROUPS = 64;
 
@@ -145,12 +139,12 @@ export async function eligibleVouchers(
   };
   const activeMembers = async (groupId: string) => {
     const ids: string[] = [];
-    for await (const m of rows(ctx, Membership, [`GroupID = ${JSON.stringify(groupId)}`, 'State = "active"']))
+    for await (const m of iterateWhere(ctx.store, Membership, { GroupID: groupId, State: 'active' }))
       ids.push(String(m.UserID));
     return ids;
   };
   let seen = 0;
-  for await (const m of rows(ctx, Membership, [`UserID = ${JSON.stringify(userId)}`, 'State = "active"'])) {
+  for await (const m of iterateWhere(ctx.store, Membership, { UserID: userId, State: 'active' })) {
     if (++seen > MAX_GROUPS) break;
     const groupId = String(m.GroupID);
     const g = await ctx.store.get(Group, groupId);
