@@ -1,6 +1,6 @@
 import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { AuditEntry, listAudit, recordAudit } from '../audit/trail.js';
+import { AuditBatch, AuditEntry, listAudit } from '../audit/trail.js';
 import { hasAnyScope } from '../auth/permissions.js';
 import { ApiError } from '../core/errors.js';
 import { typeByPath } from '../objects/registry.js';
@@ -40,6 +40,7 @@ function agentApp(req: FastifyRequest, status: number): string {
  * audit keys with the list options of objects.
  */
 export function registerAuditRoutes(app: FastifyInstance, ctx: ServiceContext) {
+  const trail = new AuditBatch(ctx.db);
   // Before the answer leaves (onSend): a client that got its answer finds the entry listed.
   app.addHook('onSend', async (req, reply, payload) => {
     const route = req.routeOptions.url;
@@ -50,7 +51,7 @@ export function registerAuditRoutes(app: FastifyInstance, ctx: ServiceContext) {
     const params = (req.params ?? {}) as Record<string, unknown>;
     const ua = req.headers['user-agent'];
     try {
-      await recordAudit(ctx.db, {
+      await trail.record({
         Method: req.method,
         Route: route ?? '',
         Path: req.url.split('?')[0]?.slice(0, 2048) ?? '',
