@@ -1,9 +1,8 @@
 import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { AuditBatch, AuditEntry, listAudit } from '../audit/trail.js';
-import { hasAnyScope } from '../auth/permissions.js';
-import { ApiError } from '../core/errors.js';
 import { typeByPath } from '../objects/registry.js';
+import { enforce } from '../policy/decide.js';
 import type { ServiceContext } from '../store/context.js';
 import { parseListQuery, type RawListQuery } from '../store/listquery.js';
 import { BACKCHANNEL, PROXY_TOKEN_PATTERN } from '../wire/proxy.js';
@@ -75,8 +74,7 @@ export function registerAuditRoutes(app: FastifyInstance, ctx: ServiceContext) {
   });
 
   app.get<{ Querystring: RawListQuery }>('/audit', async (req, reply) => {
-    if (!hasAnyScope(principalOf(req), ['audit']))
-      throw new ApiError('Forbidden', 'the audit trail needs an admin or audit key');
+    await enforce(ctx, principalOf(req), 'Audit.read', { kind: 'Policy', id: '' });
     const page = await listAudit(ctx.db, parseListQuery(AuditEntry, { ...req.query }));
     if (page.startCursor !== undefined) reply.header('X-Start-Cursor', page.startCursor);
     if (page.endCursor !== undefined) reply.header('X-End-Cursor', page.endCursor);

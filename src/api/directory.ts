@@ -1,7 +1,6 @@
 // Why ~300 lines: the directory's endpoints (accounts, changes and plans, agents, users' disable
 // and merge) share the role and body helpers; each handler is a few lines over src/directory/.
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { hasAnyScope } from '../auth/permissions.js';
 import type { Principal } from '../auth/principal.js';
 import { ApiError } from '../core/errors.js';
 import { heartbeat } from '../directory/agents.js';
@@ -26,6 +25,7 @@ import { allOf } from '../directory/store.js';
 import { suggestAccountChanges } from '../directory/suggest.js';
 import { Account } from '../objects/account.js';
 import { User } from '../objects/user.js';
+import { decide, enforce } from '../policy/decide.js';
 import type { Doc } from '../schema/fields.js';
 import type { ServiceContext } from '../store/context.js';
 import { proxyApp } from './backchannel.js';
@@ -141,9 +141,13 @@ export function registerDirectoryRoutes(app: FastifyInstance, ctx: ServiceContex
   app.post<{ Params: IdParams }>('/users/:id/accounts/suggest', async (req, reply) => {
     const p = principalOf(req);
     const b = jsonFields(req, { Plan: 'object' });
-    const self = p.userId !== '' && p.userId === req.params.id;
-    if (!self && !hasAnyScope(p, ['audit', 'sync']))
-      throw new ApiError('NotFound', `User ${req.params.id} does not exist`);
+    const may = await decide(ctx, p, 'User.account-suggestions', {
+      kind: 'User',
+      id: req.params.id,
+      userId: req.params.id,
+    });
+    if (!may.Allowed)
+      throw new ApiError('NotFound', `User ${req.params.id} does not exist`, { rule: may.Rule });
     const user = await store.get(User, req.params.id);
     if (!user) throw new ApiError('NotFound', `User ${req.params.id} does not exist`);
     const changes = await refinedAccountSuggestions(
@@ -182,9 +186,7 @@ export function registerDirectoryRoutes(app: FastifyInstance, ctx: ServiceContex
   );
 
   app.get('/users/merge', async (req, reply) => {
-    const p = principalOf(req);
-    if (!hasAnyScope(p, ['audit', 'sync']))
-      throw new ApiError('Forbidden', 'this needs admin, audit or sync scope');
+    await enforce(ctx, principalOf(req), 'User.merge-suggestions', { kind: 'User', id: '' });
     const lines = (await refinedMergeSuggestions(ctx, suggestMerges(await allOf(store, User))))
       .map((s) => `${JSON.stringify(s)}\n`)
       .join('');

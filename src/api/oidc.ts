@@ -2,7 +2,6 @@ import type { IncomingMessage } from 'node:http';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { InteractionResults, Provider } from 'oidc-provider';
 import { signIntent } from '../auth/intents.js';
-import { hasAnyScope } from '../auth/permissions.js';
 import { intentDevice } from '../auth/session/authenticator.js';
 import { setSessionCookie } from '../auth/session/cookies.js';
 import { endRequestSession, pendingCookies, requestSession } from '../auth/session/sessions.js';
@@ -21,6 +20,7 @@ import {
   providerOf,
   tenantName,
 } from '../oidc/provider.js';
+import { enforce } from '../policy/decide.js';
 import type { ServiceContext } from '../store/context.js';
 import { consentPage, messagePage, providerPages, reauthPage } from '../web/oidcpages.js';
 import { PAGE_CSP } from '../web/routes.js';
@@ -259,9 +259,7 @@ export async function registerOidcRoutes(app: FastifyInstance, ctx: ServiceConte
 
   // Admin: a new signing key signs from now on; the old ones stay published until their tokens expire.
   app.post(`${OIDC_PREFIX}/keys/rotate`, async (req, reply) => {
-    const p = req.principal;
-    if (!p || !hasAnyScope(p, []))
-      throw new ApiError('Forbidden', 'only an administrator may rotate signing keys');
+    await enforce(ctx, principalOf(req), 'OIDC.rotate-keys', { kind: 'Policy', id: '' });
     const kid = await addSigningKey(ctx);
     await providerOf(ctx, providerPages, true);
     reply.header('Cache-Control', 'no-store');

@@ -30,6 +30,8 @@ export interface Target {
   body?: Doc | undefined;
   userId?: string | undefined;
   group?: Doc | undefined;
+  /** Facts a feature established about the actor and target (e.g. `approver`: the actor approves the group). */
+  facts?: Readonly<Record<string, boolean>> | undefined;
 }
 
 export type PolicyContext = Pick<ServiceContext, 'store'>;
@@ -177,3 +179,40 @@ export const voucherCovers: Rule = {
     return { ...d, Rule: 'vouch.ceiling', Chain: d.Chain.map((s) => ({ ...s, Rule: 'vouch.ceiling' })) };
   },
 };
+
+/**
+ * The user's own records (sessions, factors, devices, keys, reference video): the user itself,
+ * or a caller holding one of `needed` (admin always).
+ */
+export const selfOr = (...needed: string[]): Rule => ({
+  name: 'grant.self-or-scope',
+  check(_ctx, actor, t) {
+    if (isAppActor(actor)) return deny('grant.self-or-scope', "an App's credential may not do this");
+    if (actor.userId !== '' && actor.userId === t.userId)
+      return allow('grant.self-or-scope', 'the caller acts on its own user');
+    if (actor.scopes.has('admin') || needed.some((s) => actor.scopes.has(s as never)))
+      return allow(
+        'grant.self-or-scope',
+        `the caller holds ${needed.length ? needed.join(' or ') : 'admin'}`,
+      );
+    return deny(
+      'grant.self-or-scope',
+      `only the user itself or a caller with ${['admin', ...needed].join(' or ')} scope may do this`,
+    );
+  },
+});
+
+/** A fact the feature established (such as being the group's approver), or one of `needed`. */
+export const factOr = (fact: string, ...needed: string[]): Rule => ({
+  name: `grant.${fact}-or-scope`,
+  check(_ctx, actor, t) {
+    if (isAppActor(actor)) return deny(`grant.${fact}-or-scope`, "an App's credential may not do this");
+    if (t.facts?.[fact] === true) return allow(`grant.${fact}-or-scope`, `the caller is ${fact} of it`);
+    if (actor.scopes.has('admin') || needed.some((s) => actor.scopes.has(s as never)))
+      return allow(`grant.${fact}-or-scope`, `the caller holds ${needed.join(' or ')}`);
+    return deny(
+      `grant.${fact}-or-scope`,
+      `this needs ${['admin', ...needed].join(' or ')} scope, or to be its ${fact}`,
+    );
+  },
+});

@@ -2,13 +2,13 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError } from '../../../core/errors.js';
 import { User } from '../../../objects/user.js';
 import { VouchRequest } from '../../../objects/vouchrequest.js';
+import { decide } from '../../../policy/decide.js';
 import type { Doc } from '../../../schema/fields.js';
 import type { ServiceContext } from '../../../store/context.js';
 import { findWhere } from '../../../store/find.js';
 import { newId } from '../../../store/objects.js';
 import { userUsable } from '../../apikeys.js';
 import { LEVEL_NAMES, Level, provenLevel } from '../../integrity.js';
-import { hasAnyScope } from '../../permissions.js';
 import { type RateLimit, takeRequest } from '../../ratelimit.js';
 import { insufficientIntegrity } from '../../session/authenticator.js';
 import { mutateSession, requestSession, type Session, sessionById } from '../../session/sessions.js';
@@ -70,7 +70,11 @@ async function viewerOf(req: FastifyRequest, ctx: ServiceContext, doc: Doc, secr
   )
     return { role: 'voucher', session };
   const p = req.principal;
-  if (p && hasAnyScope(p, ['admin'])) return { role: 'admin' };
+  if (
+    p &&
+    (await decide(ctx, p, 'VouchRequest.administer', { kind: 'VouchRequest', id: String(doc.ID) })).Allowed
+  )
+    return { role: 'admin' };
   throw new ApiError('NotFound', `VouchRequest ${doc.ID} does not exist`);
 }
 
