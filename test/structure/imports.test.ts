@@ -34,6 +34,7 @@ const FOLDERS = [
   'service',
   'cli',
   'proxy',
+  'console',
 ];
 
 /** One wrong-way import per rule: from folder, to folder, the rule that must fire. */
@@ -62,6 +63,8 @@ const WRONG: [string, string, string][] = [
   ['proxy', 'objects', 'proxy-is-its-own-program'],
   ['proxy', 'store', 'proxy-is-its-own-program'],
   ['api', 'proxy', 'only-the-cli-starts-the-proxy'],
+  ['console', 'core', 'console-is-browser-code'],
+  ['web', 'console', 'only-the-build-bundles-the-console'],
   // A new folder is in no layer until the rules name it.
   ['newfeature', 'core', 'every-folder-has-a-layer'],
 ];
