@@ -158,7 +158,7 @@ function FieldInput({
         {...common}
         rows={f.kind === 'code' ? 12 : 3}
         spellcheck={f.kind !== 'code'}
-        class={f.kind === 'code' ? 'code' : undefined}
+        class={f.kind === 'code' ? 'code' : 'prose'}
         value={String(value)}
         onInput={(e) => set(e.currentTarget.value)}
       />
@@ -185,9 +185,13 @@ interface EditorProps {
 }
 
 export function ObjectEditor({ path, fields, current, onSaved, onDraft }: EditorProps) {
-  const users = useLive('User').byId;
-  const groups = useLive('Group').byId;
-  const names = { users, groups };
+  const userList = useLive('User');
+  const groupList = useLive('Group');
+  const names = { users: userList.byId, groups: groupList.byId };
+  // Fields that name users or groups are shown by name: the form waits for those lists.
+  const namesReady =
+    (!fields.some((f) => f.kind === 'users') || userList.ready) &&
+    (!fields.some((f) => f.kind === 'groups') || groupList.ready);
   const [seen, setSeen] = useState<Seen>();
   const [draft, setDraft] = useState<Draft>({});
   const [conflict, setConflict] = useState<Seen>();
@@ -202,8 +206,8 @@ export function ObjectEditor({ path, fields, current, onSaved, onDraft }: Editor
     return s;
   };
   useEffect(() => {
-    load().catch((e) => setNote({ kind: 'error', text: explain(e) }));
-  }, [path]);
+    if (namesReady) load().catch((e) => setNote({ kind: 'error', text: explain(e) }));
+  }, [path, namesReady]);
 
   const body = (): Doc => {
     const b: Doc = structuredClone(seen?.doc ?? {});

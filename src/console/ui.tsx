@@ -124,7 +124,7 @@ export function ConfirmHost() {
   return (
     <Modal title={c.title} onClose={() => done(false)}>
       <div class="confirm-body">{c.body}</div>
-      <div class="actions">
+      <div class="actions confirm-actions">
         <button type="button" class="secondary" onClick={() => done(false)}>
           Cancel
         </button>
@@ -165,8 +165,8 @@ export function when(t: unknown): string {
   return Number.isNaN(d.getTime()) ? t : d.toLocaleString();
 }
 
-export function Badge({ on, children }: { on?: boolean; children: ComponentChildren }) {
-  return <span class={on ? 'badge on' : 'badge'}>{children}</span>;
+export function Badge({ on, bad, children }: { on?: boolean; bad?: boolean; children: ComponentChildren }) {
+  return <span class={bad ? 'badge bad' : on ? 'badge on' : 'badge'}>{children}</span>;
 }
 
 /** A view's heading, focused when the view opens so keyboard and screen-reader users land there. */

@@ -100,16 +100,17 @@ export function AppView({ id }: { id: string }) {
   const issue = async (what: 'proxy' | 'oidc') => {
     const replaces = what === 'proxy' ? a.HaveProxyToken : a.HaveOIDCSecret;
     const label = what === 'proxy' ? 'proxy token' : 'OpenID client secret';
+    const article = what === 'proxy' ? 'a' : 'an';
     const ok = await confirmAction({
-      title: `Issue a ${label}`,
+      title: `Issue ${article} ${label}`,
       body: (
         <p>
           {replaces
             ? `The current ${label} of ${a.Name} stops working at once and is replaced.`
-            : `${a.Name} gets a ${label}.`}
+            : `${a.Name} gets ${article} ${label}.`}
         </p>
       ),
-      action: `Issue a ${label} for ${a.Name}`,
+      action: `Issue ${article} ${label} for ${a.Name}`,
       danger: !!replaces,
     });
     if (!ok) return;

@@ -25,8 +25,42 @@ function useNamer() {
   };
 }
 
+/** The route's parameters read from the path (`/groups/:id/members/:user` and `/groups/g1/members/u1`). */
+function params(route: string, path: string): Record<string, string> {
+  const r = route.split('/');
+  const p = path.split('/');
+  const out: Record<string, string> = {};
+  r.forEach((part, i) => {
+    if (part.startsWith(':')) out[part.slice(1)] = decodeURIComponent(p[i] ?? '');
+  });
+  return out;
+}
+
+/** Routes beyond create, change and delete, in words. */
+const ACTIONS: Record<string, (n: (k: string, id: string) => string, p: Record<string, string>) => string> = {
+  'POST /groups/:id/members/:user': (n, p) => `added ${n('User', p.user ?? '')} to ${n('Group', p.id ?? '')}`,
+  'DELETE /groups/:id/members/:user': (n, p) =>
+    `removed ${n('User', p.user ?? '')} from ${n('Group', p.id ?? '')}`,
+  'POST /users/:id/disable': (n, p) => `disabled ${n('User', p.id ?? '')}`,
+  'POST /users/:id/merge': (n, p) => `merged another user into ${n('User', p.id ?? '')}`,
+  'POST /apps/:id/proxytoken': (n, p) => `issued a proxy token for ${n('App', p.id ?? '')}`,
+  'POST /apps/:id/oidc/secret': (n, p) => `issued a client secret for ${n('App', p.id ?? '')}`,
+};
+
 /** What an entry did, in words: "created User ada@example.com", or the method and path. */
 function What({ e, name }: { e: Doc; name: (kind: string, id: string) => string }) {
+  const route = String(e.Route);
+  const op = /^\/groups\/:id\/members\/:user\/([a-z]+)$/.exec(route);
+  if (op) {
+    const p = params(route, String(e.Path));
+    return (
+      <>
+        {op[1]} {name('User', p.user ?? '')} in {name('Group', p.id ?? '')}
+      </>
+    );
+  }
+  const action = ACTIONS[`${e.Method} ${route}`];
+  if (action) return <>{action(name, params(route, String(e.Path)))}</>;
   const verb = VERB[String(e.Method)];
   const generic = /^\/[a-z]+(\/:id)?$/.test(String(e.Route));
   if (verb && e.Kind && e.ObjectID && generic) {
@@ -148,7 +182,9 @@ export function AuditView() {
                   {e.Rule ? <div class="muted small">rule: {e.Rule}</div> : null}
                 </td>
                 <td>
-                  <Badge on={e.Status < 400}>{e.Status}</Badge>
+                  <Badge on={e.Status < 400} bad={e.Status >= 400}>
+                    {e.Status}
+                  </Badge>
                 </td>
               </tr>
             ))}

@@ -29,11 +29,22 @@ const OPS: Record<string, [string, string][]> = {
   ],
   approved: [['remove', 'Remove']],
   active: [['remove', 'Remove']],
-  rejected: [['unreject', 'Unreject']],
+  rejected: [
+    ['unreject', 'Unreject'],
+    ['remove', 'Remove'],
+  ],
   expired: [
     ['add', 'Add again'],
     ['remove', 'Remove'],
   ],
+};
+
+const DONE: Record<string, (who: string, group: string) => string> = {
+  add: (w, g) => `${w} was added to ${g} again.`,
+  approve: (w, g) => `${w} may now join ${g}.`,
+  reject: (w, g) => `${w}'s request to join ${g} was rejected.`,
+  unreject: (w, g) => `The rejection of ${w} in ${g} was taken back: the request waits for a decision.`,
+  remove: (w, g) => `${w} was removed from ${g}.`,
 };
 
 export function useMembershipOps(setNote: (n: Note) => void) {
@@ -61,7 +72,7 @@ export function useMembershipOps(setNote: (n: Note) => void) {
     try {
       if (op === 'remove') await call('DELETE', base);
       else await call('POST', op === 'add' ? base : `${base}/${op}`, { json: {} });
-      setNote({ kind: 'ok', text: `${who}: ${op} done in ${group}.` });
+      setNote({ kind: 'ok', text: DONE[op]?.(who, group) ?? `${who}: ${op} done in ${group}.` });
     } catch (err) {
       setNote({ kind: 'error', text: explain(err) });
     }

@@ -162,11 +162,13 @@ export function UsersView() {
                 </td>
                 <td>{u.Name?.FullName}</td>
                 <td>{u.UserName}</td>
-                <td class="badges">
-                  {u.Admin && <Badge on>admin</Badge>}
-                  {u.Disabled && <Badge>disabled</Badge>}
-                  {u.MergedInto && <Badge>merged</Badge>}
-                  {!u.Active && !u.Disabled && <Badge>not activated</Badge>}
+                <td>
+                  <span class="badges">
+                    {u.Admin && <Badge on>admin</Badge>}
+                    {u.Disabled && <Badge>disabled</Badge>}
+                    {u.MergedInto && <Badge>merged</Badge>}
+                    {!u.Active && !u.Disabled && <Badge>not activated</Badge>}
+                  </span>
                 </td>
               </tr>
             ))}
