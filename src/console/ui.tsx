@@ -10,12 +10,16 @@ import type { Doc } from './api.js';
 // ---- routing -------------------------------------------------------------------------------
 
 const listeners = new Set<() => void>();
+// module-state: whether the console has moved from the page it was opened on (focus follows moves only).
+let moved = false;
 export function navigate(path: string) {
   if (path === location.pathname + location.search) return;
+  moved = true;
   history.pushState(null, '', path);
   for (const l of listeners) l();
 }
 addEventListener('popstate', () => {
+  moved = true;
   for (const l of listeners) l();
 });
 
@@ -68,8 +72,13 @@ export function Modal({ title, onClose, children }: DialogProps) {
   const ref = useRef<HTMLDialogElement>(null);
   useEffect(() => {
     const d = ref.current;
+    // Back to where the keyboard was when the dialog opened (the dialog leaves the page when closed).
+    const opener = document.activeElement as HTMLElement | null;
     if (d && !d.open) d.showModal();
-    return () => d?.close();
+    return () => {
+      d?.close();
+      if (opener?.isConnected) opener.focus();
+    };
   }, []);
   const id = `dlg-${title.replace(/\W+/g, '-').toLowerCase()}`;
   return (
@@ -169,11 +178,14 @@ export function Badge({ on, bad, children }: { on?: boolean; bad?: boolean; chil
   return <span class={bad ? 'badge bad' : on ? 'badge on' : 'badge'}>{children}</span>;
 }
 
-/** A view's heading, focused when the view opens so keyboard and screen-reader users land there. */
+/**
+ * A view's heading, focused when the console moves to the view so keyboard and screen-reader users
+ * land there (not on the page's first load, where Tab starts at the skip link as on any page).
+ */
 export function Heading({ children }: { children: ComponentChildren }) {
   const ref = useRef<HTMLHeadingElement>(null);
   useEffect(() => {
-    ref.current?.focus({ preventScroll: true });
+    if (moved) ref.current?.focus({ preventScroll: true });
   }, []);
   return (
     <h1 ref={ref} tabIndex={-1}>
