@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Account, account } from '../kit/index.js';
+import { type Account, account, totpCode } from '../kit/index.js';
 import {
   HAVE_CHROMIUM,
   type Harness,
@@ -153,6 +153,56 @@ describe.skipIf(!HAVE_CHROMIUM)('admin console views in headless Chromium', () =
     expect((await h.s.req({ method: 'GET', url: '/tenant' })).json().Name).toBe('Example Corp');
     await shot(page, 'console-settings');
     expect(unexpected(tab.errors, /status of 422/)).toEqual([]);
+  }, 60_000);
+
+  it('Groups: a pending access request approved from the list; the approvals report downloads', async () => {
+    const { page } = tab;
+    const g = await h.s.req({ method: 'POST', url: '/groups', payload: { Name: 'auditors', RequiresApproval: true } });
+    const gid = String(g.headers['x-id']);
+    const key = await h.s.keyFor(['user'], userId);
+    const asked = await h.s.req({ method: 'POST', url: `/groups/${gid}/members/${userId}`, key, payload: { Reason: 'quarterly audit' } });
+    expect(asked.json().State).toBe('requested');
+    await open('Groups', 'Groups');
+    const pending = page.getByRole('region', { name: 'Pending access requests' });
+    await pending.getByRole('cell', { name: 'quarterly audit' }).waitFor({ timeout: 10_000 });
+    await shot(page, 'console-groups');
+    await pending.getByRole('button', { name: 'Approve' }).click();
+    await pending.getByText('No request is waiting.').waitFor({ timeout: 10_000 });
+    expect((await h.s.req({ method: 'GET', url: `/groups/${gid}/members/${userId}` })).json().State).toBe('active');
+    const href = await page.getByRole('link', { name: 'Download the approvals report (CSV)' }).getAttribute('href');
+    const csv = await tab.context.request.get(`${h.base}${href}`);
+    expect(csv.status()).toBe(200);
+    expect(csv.headers()['content-type']).toMatch(/^text\/csv/);
+    expect(await csv.text()).toContain('auditors');
+  }, 60_000);
+
+  it('an action refused for the integrity level asks for the step-up in place, then completes', async () => {
+    const stepAdmin = await account(h.s, { admin: true, totp: true, tag: 'stepadmin' });
+    const tenant = await h.s.req({ method: 'GET', url: '/tenant' });
+    const put = (IntegrityAdmin: number, etag: string) =>
+      h.s.req({ method: 'PUT', url: '/tenant', headers: { 'if-match': etag }, payload: { ...tenant.json(), IntegrityAdmin } });
+    // The console opens at a password's level while the tenant asks no more of administrators...
+    const lowered = await put(2, String(tenant.headers.etag));
+    expect(lowered.statusCode).toBe(204);
+    const other = await newTab(h);
+    await signInTab(h, other, stepAdmin, { password: true });
+    await other.page.goto(`${h.base}/console/users`);
+    await other.page.getByRole('heading', { name: 'Users', level: 1 }).waitFor();
+    // ... then it asks for two factors again, while the administrator fills in a new user.
+    expect((await put(3, String(lowered.headers.etag))).statusCode).toBe(204);
+    await other.page.getByRole('button', { name: 'New user' }).click();
+    await other.page.getByLabel('E-mail').fill('stepped@example.com');
+    await other.page.getByRole('button', { name: 'Create', exact: true }).click();
+    const prompt = other.page.getByRole('dialog', { name: "Confirm it's you" });
+    await prompt.getByLabel('Code', { exact: true }).waitFor();
+    await shot(other.page, 'console-stepup-dialog', false);
+    await prompt.getByLabel('Code', { exact: true }).fill(totpCode(stepAdmin.totp as string, 1));
+    await prompt.getByRole('button', { name: 'Confirm', exact: true }).click();
+    // The refused request is sent again: the user is created, on the same page.
+    await other.page.getByRole('link', { name: 'stepped@example.com' }).waitFor({ timeout: 10_000 });
+    expect(new URL(other.page.url()).pathname).toBe('/console/users');
+    expect(unexpected(other.errors, /status of 401/)).toEqual([]);
+    await other.context.close();
   }, 60_000);
 
   // Runs against the real GET /policy/explain (the decision point's issue): it fails until that

@@ -214,6 +214,47 @@ describe.skipIf(!HAVE_CHROMIUM)('admin console in headless Chromium', () => {
     await shot(page, 'console-user');
   }, 60_000);
 
+  it("revokes a user's session and removes a factor, each after a confirmation", async () => {
+    const { page } = tab;
+    const grace = await account(h.s, { tag: 'grace' });
+    const theirs = await newTab(h);
+    await signInTab(h, theirs, grace, { password: true });
+    expect((await theirs.context.request.get(`${h.base}/users/me`)).status()).toBe(200);
+    await page.goto(`${h.base}/console/users/${grace.id}`);
+    await page.getByRole('heading', { name: grace.email, level: 1 }).waitFor();
+    const sessions = page.getByRole('region', { name: 'Sessions' });
+    await sessions.getByRole('button', { name: 'Revoke' }).click();
+    await page.getByRole('button', { name: `Revoke this session of ${grace.email}` }).click();
+    await sessions.getByText('No live session.').waitFor();
+    expect((await theirs.context.request.get(`${h.base}/users/me`)).status()).toBe(401);
+    await page.getByRole('button', { name: 'Remove password' }).click();
+    await page.getByRole('button', { name: `Remove password of ${grace.email}` }).click();
+    await page.getByText('Removed password.').waitFor();
+    expect((await h.s.req({ method: 'GET', url: `/users/${grace.id}` })).json().HavePassword).toBe(false);
+    await theirs.context.close();
+  }, 60_000);
+
+  it('merges the users the merge suggestions name, after a confirmation', async () => {
+    const { page } = tab;
+    const dup = await h.s.req({
+      method: 'POST',
+      url: '/users',
+      payload: { Email: 'g.hopper@example.com', OtherEmails: ['grace.hopper@example.com'] },
+    });
+    expect(dup.statusCode, dup.body).toBe(201);
+    await page.goto(`${h.base}/console/users`);
+    const suggestions = page.getByRole('region', { name: 'Merge suggestions' });
+    await suggestions.getByText('same verified e-mail').waitFor();
+    await suggestions.getByRole('button', { name: 'Merge…' }).first().click();
+    await page.getByRole('dialog', { name: 'Merge users' }).getByRole('button', { name: /^Merge / }).click();
+    await page.getByText(/was merged into/).waitFor();
+    // One of the two now points at the other.
+    const dupDoc = (await h.s.req({ method: 'GET', url: `/users/${dup.headers['x-id']}` })).json();
+    const merged = await h.s.req({ method: 'GET', url: '/users?filter=MergedInto%20%3E%20%22%22' });
+    const into = JSON.parse(merged.body.trim()).Item.MergedInto as string;
+    expect([dupDoc.ID, dupDoc.MergedInto]).toContain(into);
+  }, 60_000);
+
   it('shows the audit trail, filterable, following new entries', async () => {
     const { page } = tab;
     await page.getByRole('navigation', { name: 'Console' }).getByRole('link', { name: 'Audit' }).click();

@@ -60,7 +60,7 @@ function MergeSuggestions({ users }: { users: Map<string, Doc> }) {
   const [list, error, reload] = useLoad(() => lines<Doc>('/users/merge'), []);
   const [note, setNote] = useState<Note>();
   if (error) return <Notice note={{ kind: 'error', text: explain(error) }} />;
-  if (!list || list.length === 0) return null;
+  if ((!list || list.length === 0) && !note) return null;
   const merge = async (into: string, from: string) => {
     const a = userName(users.get(into)) || into;
     const b = userName(users.get(from)) || from;
@@ -88,8 +88,9 @@ function MergeSuggestions({ users }: { users: Map<string, Doc> }) {
     <section class="card" aria-labelledby="merge-h">
       <h2 id="merge-h">Merge suggestions</h2>
       <Notice note={note} />
+      {list?.length === 0 && <p class="muted">No more suggestions.</p>}
       <ul class="plain">
-        {(list as unknown as Doc[]).map((s, i) => {
+        {((list ?? []) as unknown as Doc[]).map((s, i) => {
           const [a = '', b = ''] = (s.UserIDs ?? []) as string[];
           const reason = String(s.Reason ?? '');
           return (
