@@ -3,6 +3,7 @@
  * version the administrator was shown. A 412 (someone else changed it meanwhile) fetches the
  * current version and shows, field by field, what changed, before anything is overwritten.
  */
+import type { ComponentChildren } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { ApiFailure, call, type Doc, explain } from './api.js';
 import type { FieldSpec } from './fields.js';
@@ -172,6 +173,17 @@ function FieldInput({
   );
 }
 
+/** Consecutive fields of one section, in order; fields without one come as one untitled group. */
+function sections(fields: FieldSpec[]): [string, FieldSpec[]][] {
+  const out: [string, FieldSpec[]][] = [];
+  for (const f of fields) {
+    const last = out[out.length - 1];
+    if (last && last[0] === (f.section ?? '')) last[1].push(f);
+    else out.push([f.section ?? '', [f]]);
+  }
+  return out;
+}
+
 interface EditorProps {
   /** The object's address: /users/<id>, /tenant, ... */
   path: string;
@@ -182,9 +194,11 @@ interface EditorProps {
   onSaved?: (doc: Doc) => void;
   /** Fields of the draft sent along (the script runner reads them). */
   onDraft?: (body: () => Doc) => void;
+  /** More buttons beside "Save changes" (the script's test runner). */
+  actions?: ComponentChildren;
 }
 
-export function ObjectEditor({ path, fields, current, onSaved, onDraft }: EditorProps) {
+export function ObjectEditor({ path, fields, current, onSaved, onDraft, actions }: EditorProps) {
   const userList = useLive('User');
   const groupList = useLive('Group');
   const names = { users: userList.byId, groups: groupList.byId };
@@ -290,20 +304,35 @@ export function ObjectEditor({ path, fields, current, onSaved, onDraft }: Editor
           }}
         />
       )}
-      <div class="fields">
-        {fields.map((f) => (
-          <FieldInput
-            key={f.name}
-            f={f}
-            idBase={idBase}
-            value={draft[f.name] ?? ''}
-            set={(v) => setDraft({ ...draft, [f.name]: v })}
-          />
-        ))}
+      {sections(fields).map(([title, group]) => {
+        const inputs = (
+          <div class="fields">
+            {group.map((f) => (
+              <FieldInput
+                key={f.name}
+                f={f}
+                idBase={idBase}
+                value={draft[f.name] ?? ''}
+                set={(v) => setDraft({ ...draft, [f.name]: v })}
+              />
+            ))}
+          </div>
+        );
+        return title ? (
+          <fieldset class="section" key={title}>
+            <legend>{title}</legend>
+            {inputs}
+          </fieldset>
+        ) : (
+          <div key="fields">{inputs}</div>
+        );
+      })}
+      <div class="actions left">
+        <button type="submit" disabled={busy}>
+          Save changes
+        </button>
+        {actions}
       </div>
-      <button type="submit" disabled={busy}>
-        Save changes
-      </button>
     </form>
   );
 }

@@ -23,7 +23,12 @@ export interface FieldSpec {
   kind: FieldKind;
   options?: string[];
   hint?: string;
+  /** The fieldset it is shown in (a legend); consecutive fields of one section share it. */
+  section?: string;
 }
+
+/** The same fields, shown under one legend. */
+const section = (name: string, fields: FieldSpec[]) => fields.map((f) => ({ ...f, section: name }));
 
 const t = (name: string, label: string, kind: FieldKind = 'text', hint?: string): FieldSpec => ({
   name,
@@ -65,64 +70,68 @@ export const GROUP_FIELDS: FieldSpec[] = [
 ];
 
 export const APP_FIELDS: FieldSpec[] = [
-  t('Name', 'Name'),
-  t('Description', 'Description', 'long'),
-  t('URL', 'Address of the application'),
-  t('AllowedOrigins', 'Allowed return origins', 'lines'),
-  t('AccessGroups', 'Access groups', 'groups', 'One group name a line; empty: everyone'),
-  e('ProxyAuth', 'Proxy authentication', ['required', 'optional', 'none']),
-  t(
-    'OIDC.Enabled',
-    'OpenID Connect client',
-    'bool',
-    'Signs people in with Gatehouse (client ID: the App ID)',
-  ),
-  t('OIDC.Public', 'Public client (PKCE only, no secret)', 'bool'),
-  t('OIDC.RedirectURIs', 'Redirect URIs', 'lines'),
-  t('OIDC.PostLogoutRedirectURIs', 'Post-logout redirect URIs', 'lines'),
-  t('OIDC.ClientCredentials', 'Client-credentials grant', 'bool'),
-  t('OIDC.MinLevel', 'Minimum integrity level', 'int', '0: the tenant read level'),
-  t('OAuth2.ClientID', 'Identity provider: client ID'),
-  t('OAuth2.Issuer', 'Identity provider: issuer', 'text', 'OpenID Connect discovery'),
-  t('OAuth2.AuthorizeURL', 'Identity provider: authorize URL'),
-  t('OAuth2.TokenURL', 'Identity provider: token URL'),
-  t('OAuth2.UserInfoURL', 'Identity provider: user-info URL'),
-  t('OAuth2.Scopes', 'Identity provider: scopes', 'lines'),
-  t('OAuth2.Level', 'Identity provider: level of a sign-in', 'int', '1 to 3'),
-  t('OAuth2.CreateUsers', 'Identity provider: create unknown users', 'bool'),
-  t('OAuth2ClientSecret', 'Identity provider: client secret', 'secret', 'Write-only; empty keeps it'),
-  t('Accounts.Groups', 'Accounts for members of', 'groups', 'One group name a line'),
-  e('Accounts.NameFrom', 'Account name from', ['UserName', 'EmailLocalPart']),
-  t('Accounts.InitialPassword', 'Initial passwords for new accounts', 'bool'),
-  e('Accounts.OnRemove', 'When a member leaves', ['disable', 'delete']),
-];
-
-export const KEY_FIELDS: FieldSpec[] = [
-  t('Name', 'Name'),
-  t('ExpireTime', 'Expires', 'time', 'Empty: never'),
+  ...section('The App', [
+    t('Name', 'Name'),
+    t('Description', 'Description', 'long'),
+    t('URL', 'Address of the application'),
+    t('AllowedOrigins', 'Allowed return origins', 'lines'),
+    t('AccessGroups', 'Access groups', 'groups', 'One group name a line; empty: everyone'),
+    e('ProxyAuth', 'Proxy authentication', ['required', 'optional', 'none']),
+  ]),
+  ...section('OpenID Connect client (Gatehouse signs people in to the App)', [
+    t('OIDC.Enabled', 'OpenID Connect client', 'bool', 'Client ID: the App ID'),
+    t('OIDC.Public', 'Public client (PKCE only, no secret)', 'bool'),
+    t('OIDC.RedirectURIs', 'Redirect URIs', 'lines'),
+    t('OIDC.PostLogoutRedirectURIs', 'Post-logout redirect URIs', 'lines'),
+    t('OIDC.ClientCredentials', 'Client-credentials grant', 'bool'),
+    t('OIDC.MinLevel', 'Minimum integrity level', 'int', '0: the tenant read level'),
+  ]),
+  ...section('Identity provider (people sign in to Gatehouse through it)', [
+    t('OAuth2.ClientID', 'Client ID at the provider'),
+    t('OAuth2.Issuer', 'Issuer', 'text', 'OpenID Connect discovery'),
+    t('OAuth2.AuthorizeURL', 'Authorize URL'),
+    t('OAuth2.TokenURL', 'Token URL'),
+    t('OAuth2.UserInfoURL', 'User-info URL'),
+    t('OAuth2.Scopes', 'Scopes', 'lines'),
+    t('OAuth2.Level', 'Level of a sign-in', 'int', '1 to 3'),
+    t('OAuth2.CreateUsers', 'Create unknown users', 'bool'),
+    t('OAuth2ClientSecret', 'Client secret at the provider', 'secret', 'Write-only; empty keeps it'),
+  ]),
+  ...section('Accounts on this App', [
+    t('Accounts.Groups', 'Accounts for members of', 'groups', 'One group name a line'),
+    e('Accounts.NameFrom', 'Account name from', ['UserName', 'EmailLocalPart']),
+    t('Accounts.InitialPassword', 'Initial passwords for new accounts', 'bool'),
+    e('Accounts.OnRemove', 'When a member leaves', ['disable', 'delete']),
+  ]),
 ];
 
 export const TENANT_FIELDS: FieldSpec[] = [
-  t('Name', 'Name'),
-  t('SigninURL', 'Public address of the sign-in pages'),
-  t('AllowedReturnOrigins', 'Allowed return origins', 'lines'),
-  t('SessionIdleSeconds', 'Session idle time (seconds)', 'int'),
-  t('SessionMaxSeconds', 'Session lifetime (seconds)', 'int'),
-  t('PasswordMinLength', 'Minimum password length', 'int'),
-  t('RequireActivationCode', 'New users need an activation code', 'bool'),
-  t('IntegrityRead', 'Level to read', 'int', '1 to 4'),
-  t('IntegrityWrite', 'Level to change own data', 'int', '1 to 4'),
-  t('IntegrityCredentials', 'Level to change own credentials', 'int', '1 to 4'),
-  t('IntegrityAdmin', 'Level for administrators', 'int', '1 to 4'),
-  t('AccountChangesNeedApproval', 'Account changes need approval', 'bool'),
-  t('ScriptTimeLimitMs', 'Script time limit (ms)', 'int'),
-  t('ScriptMemoryLimitBytes', 'Script memory limit (bytes)', 'int'),
-  t('ScriptStackLimitBytes', 'Script stack limit (bytes)', 'int'),
-  t('ScriptOutputLimitBytes', 'Script output limit (characters)', 'int'),
-  t('ScriptLogRetentionSeconds', 'Script log retention (seconds)', 'int'),
-  t('LocationLevel', 'Location policy level', 'int', '0: off'),
-  t('LocationRegions', 'Location regions', 'lines'),
-  t('FederationLinkByEmail', 'Link provider sign-ins by verified e-mail', 'bool'),
+  ...section('The tenant', [
+    t('Name', 'Name'),
+    t('SigninURL', 'Public address of the sign-in pages'),
+    t('AllowedReturnOrigins', 'Allowed return origins', 'lines'),
+    t('SessionIdleSeconds', 'Session idle time (seconds)', 'int'),
+    t('SessionMaxSeconds', 'Session lifetime (seconds)', 'int'),
+    t('PasswordMinLength', 'Minimum password length', 'int'),
+    t('RequireActivationCode', 'New users need an activation code', 'bool'),
+    t('FederationLinkByEmail', 'Link provider sign-ins by verified e-mail', 'bool'),
+  ]),
+  ...section('Integrity levels', [
+    t('IntegrityRead', 'Level to read', 'int', '1 to 4'),
+    t('IntegrityWrite', 'Level to change own data', 'int', '1 to 4'),
+    t('IntegrityCredentials', 'Level to change own credentials', 'int', '1 to 4'),
+    t('IntegrityAdmin', 'Level for administrators', 'int', '1 to 4'),
+    t('LocationLevel', 'Location policy level', 'int', '0: off'),
+    t('LocationRegions', 'Location regions', 'lines'),
+  ]),
+  ...section('Provisioning and scripts', [
+    t('AccountChangesNeedApproval', 'Account changes need approval', 'bool'),
+    t('ScriptTimeLimitMs', 'Script time limit (ms)', 'int'),
+    t('ScriptMemoryLimitBytes', 'Script memory limit (bytes)', 'int'),
+    t('ScriptStackLimitBytes', 'Script stack limit (bytes)', 'int'),
+    t('ScriptOutputLimitBytes', 'Script output limit (characters)', 'int'),
+    t('ScriptLogRetentionSeconds', 'Script log retention (seconds)', 'int'),
+  ]),
 ];
 
 export const SCRIPT_FIELDS: FieldSpec[] = [

@@ -64,7 +64,7 @@ describe.skipIf(!HAVE_CHROMIUM)('admin console views in headless Chromium', () =
     await page.getByRole('link', { name: 'Wiki' }).click();
     await page.getByRole('heading', { name: 'Wiki', level: 1 }).waitFor();
     await expect.poll(() => page.getByLabel('Access groups').inputValue()).toBe('staff');
-    await page.getByLabel('Identity provider: client ID').fill('wiki-client');
+    await page.getByLabel('Client ID at the provider').fill('wiki-client');
     await page.getByRole('button', { name: 'Save changes' }).click();
     await page.getByText('Saved.').waitFor();
     expect((await h.s.req({ method: 'GET', url: `/apps/${appId}` })).json().OAuth2.ClientID).toBe(
@@ -157,10 +157,19 @@ describe.skipIf(!HAVE_CHROMIUM)('admin console views in headless Chromium', () =
 
   it('Groups: a pending access request approved from the list; the approvals report downloads', async () => {
     const { page } = tab;
-    const g = await h.s.req({ method: 'POST', url: '/groups', payload: { Name: 'auditors', RequiresApproval: true } });
+    const g = await h.s.req({
+      method: 'POST',
+      url: '/groups',
+      payload: { Name: 'auditors', RequiresApproval: true },
+    });
     const gid = String(g.headers['x-id']);
     const key = await h.s.keyFor(['user'], userId);
-    const asked = await h.s.req({ method: 'POST', url: `/groups/${gid}/members/${userId}`, key, payload: { Reason: 'quarterly audit' } });
+    const asked = await h.s.req({
+      method: 'POST',
+      url: `/groups/${gid}/members/${userId}`,
+      key,
+      payload: { Reason: 'quarterly audit' },
+    });
     expect(asked.json().State).toBe('requested');
     await open('Groups', 'Groups');
     const pending = page.getByRole('region', { name: 'Pending access requests' });
@@ -168,8 +177,12 @@ describe.skipIf(!HAVE_CHROMIUM)('admin console views in headless Chromium', () =
     await shot(page, 'console-groups');
     await pending.getByRole('button', { name: 'Approve' }).click();
     await pending.getByText('No request is waiting.').waitFor({ timeout: 10_000 });
-    expect((await h.s.req({ method: 'GET', url: `/groups/${gid}/members/${userId}` })).json().State).toBe('active');
-    const href = await page.getByRole('link', { name: 'Download the approvals report (CSV)' }).getAttribute('href');
+    expect((await h.s.req({ method: 'GET', url: `/groups/${gid}/members/${userId}` })).json().State).toBe(
+      'active',
+    );
+    const href = await page
+      .getByRole('link', { name: 'Download the approvals report (CSV)' })
+      .getAttribute('href');
     const csv = await tab.context.request.get(`${h.base}${href}`);
     expect(csv.status()).toBe(200);
     expect(csv.headers()['content-type']).toMatch(/^text\/csv/);
@@ -180,7 +193,12 @@ describe.skipIf(!HAVE_CHROMIUM)('admin console views in headless Chromium', () =
     const stepAdmin = await account(h.s, { admin: true, totp: true, tag: 'stepadmin' });
     const tenant = await h.s.req({ method: 'GET', url: '/tenant' });
     const put = (IntegrityAdmin: number, etag: string) =>
-      h.s.req({ method: 'PUT', url: '/tenant', headers: { 'if-match': etag }, payload: { ...tenant.json(), IntegrityAdmin } });
+      h.s.req({
+        method: 'PUT',
+        url: '/tenant',
+        headers: { 'if-match': etag },
+        payload: { ...tenant.json(), IntegrityAdmin },
+      });
     // The console opens at a password's level while the tenant asks no more of administrators...
     const lowered = await put(2, String(tenant.headers.etag));
     expect(lowered.statusCode).toBe(204);

@@ -246,7 +246,10 @@ describe.skipIf(!HAVE_CHROMIUM)('admin console in headless Chromium', () => {
     const suggestions = page.getByRole('region', { name: 'Merge suggestions' });
     await suggestions.getByText('same verified e-mail').waitFor();
     await suggestions.getByRole('button', { name: 'Merge…' }).first().click();
-    await page.getByRole('dialog', { name: 'Merge users' }).getByRole('button', { name: /^Merge / }).click();
+    await page
+      .getByRole('dialog', { name: 'Merge users' })
+      .getByRole('button', { name: /^Merge / })
+      .click();
     await page.getByText(/was merged into/).waitFor();
     // One of the two now points at the other.
     const dupDoc = (await h.s.req({ method: 'GET', url: `/users/${dup.headers['x-id']}` })).json();

@@ -48,18 +48,33 @@ export function ScriptsView() {
 }
 
 function LogLine({ l }: { l: Doc }) {
+  const failed = l.Test && !l.Passed;
   return (
     <li class="log">
       <div>
         <strong>{String(l.Test || l.Hook || 'run')}</strong>{' '}
-        {l.Test ? <Badge on={l.Passed}>{l.Passed ? 'passed' : 'failed'}</Badge> : null}{' '}
+        {l.Test ? (
+          <Badge on={l.Passed} bad={!l.Passed}>
+            {l.Passed ? 'passed' : 'failed'}
+          </Badge>
+        ) : null}{' '}
         <span class="muted">
-          {when(l.Time)} · {Number(l.DurationMs).toFixed(1)} ms{l.Applied ? ` · ${l.Applied}` : ''}
+          {when(l.Time)} · {Number(l.DurationMs).toFixed(1)} ms
         </span>
       </div>
+      {l.Applied && <div class={failed ? 'bad' : 'muted'}>{l.Applied}</div>}
       {l.Error && <div class="bad">{l.Error}</div>}
       {(l.Console ?? []).length > 0 && <pre class="out">{(l.Console as string[]).join('\n')}</pre>}
-      {l.Result && <div class="mono">→ {l.Result}</div>}
+      {l.Result && (
+        <div>
+          Result <code>{l.Result}</code>
+          {l.Expected && !l.Passed ? (
+            <>
+              , expected <code>{l.Expected}</code>
+            </>
+          ) : null}
+        </div>
+      )}
     </li>
   );
 }
@@ -132,10 +147,12 @@ export function ScriptView({ id }: { id: string }) {
           fields={SCRIPT_FIELDS}
           current={s}
           onDraft={(b) => (draft.current = b)}
+          actions={
+            <button type="button" class="secondary" onClick={test}>
+              Run the tests
+            </button>
+          }
         />
-        <button type="button" class="secondary" onClick={test}>
-          Run the tests
-        </button>
         {run && (
           <div class="testrun" role="status">
             <p class={run.status >= 400 ? 'bad' : 'good'}>{verdict[run.status] ?? `Answer ${run.status}`}</p>
