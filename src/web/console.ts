@@ -110,7 +110,8 @@ export function registerConsoleRoutes(app: FastifyInstance, ctx: ServiceContext)
             'Not an administrator',
             name,
             '',
-            `<main><div class="card"><h1>The console is for administrators</h1>
+            `<header class="top"><span class="logo" aria-hidden="true"></span><span class="name">${esc(name)}</span></header>
+<main><div class="card"><h1>The console is for administrators</h1>
 <p class="lead">You are signed in as ${who}, which is not an administrator of ${esc(name)}.
 Ask an administrator if you need access.</p>
 <p><a href="/signin/enroll">Your security settings</a> · <a href="/signin/signout">Sign out</a></p></div></main>`,

@@ -111,3 +111,10 @@ export async function shot(page: Page, name: string, fullPage = true): Promise<v
 /** Errors other than those a test provoked on purpose (matching `expected`). */
 export const unexpected = (errors: string[], ...expected: RegExp[]) =>
   errors.filter((e) => !expected.some((x) => x.test(e)));
+
+/** A screenshot in the dark colour scheme (the page is checked in both by shot()). */
+export async function shotDark(page: Page, name: string): Promise<void> {
+  await page.emulateMedia({ colorScheme: 'dark' });
+  await page.screenshot({ path: `${SHOTS}${name}.png`, fullPage: true });
+  await page.emulateMedia({ colorScheme: 'light' });
+}

@@ -197,7 +197,7 @@ describe.skipIf(!HAVE_CHROMIUM)('admin console views in headless Chromium', () =
         method: 'PUT',
         url: '/tenant',
         headers: { 'if-match': etag },
-        payload: { ...tenant.json(), IntegrityAdmin },
+        payload: { ...(tenant.json() as Record<string, unknown>), IntegrityAdmin },
       });
     // The console opens at a password's level while the tenant asks no more of administrators...
     const lowered = await put(2, String(tenant.headers.etag));

@@ -1,16 +1,21 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
 import { type Account, account } from '../kit/index.js';
 import {
   HAVE_CHROMIUM,
   type Harness,
   newTab,
   shot,
+  shotDark,
   signInTab,
   startConsole,
   stepUp,
   type Tab,
   unexpected,
 } from './console-kit.js';
+
+// biome-ignore lint/suspicious/noExplicitAny: a JSON body as the API returns it
+type Doc = Record<string, any>;
 
 /*
  * The admin console in headless Chromium (docs/console.md): the step-up in place as it opens,
@@ -80,6 +85,7 @@ describe.skipIf(!HAVE_CHROMIUM)('admin console in headless Chromium', () => {
     await page.getByRole('searchbox', { name: 'Search' }).fill('');
     await page.getByRole('link', { name: ada }).waitFor();
     await shot(page, 'console-users');
+    await shotDark(page, 'console-users-dark');
   }, 60_000);
 
   it('creates a user from the "New user" form', async () => {
@@ -183,7 +189,10 @@ describe.skipIf(!HAVE_CHROMIUM)('admin console in headless Chromium', () => {
       method: 'PUT',
       url: `/users/${adaId}`,
       headers: { 'if-match': String(cur.headers.etag) },
-      payload: { ...cur.json(), Name: { ...cur.json().Name, FullName: 'Ada, Countess of Lovelace' } },
+      payload: {
+        ...(cur.json() as Doc),
+        Name: { ...(cur.json() as Doc).Name, FullName: 'Ada, Countess of Lovelace' },
+      },
     });
     expect(put.statusCode).toBe(204);
     await page.getByText('Changed elsewhere since you opened it').waitFor({ timeout: 10_000 });

@@ -71,7 +71,7 @@ export function DirectoryView() {
       <section class="card" aria-labelledby="changes-h">
         <h2 id="changes-h">Account changes</h2>
         {changes.length === 0 && <p class="muted">No change.</p>}
-        <table class="list">
+        <table class="list" hidden={changes.length === 0}>
           <thead>
             <tr>
               <th scope="col">Change</th>
