@@ -4,6 +4,8 @@ import { call, type Doc, explain, lines, seg } from '../api.js';
 import { useLive } from '../live.js';
 import { Badge, confirmAction, Heading, Link, Modal, type Note, Notice, useLoad, userName } from '../ui.js';
 
+const SHOWN = 500;
+
 export const matches = (u: Doc, q: string) =>
   q === '' ||
   [u.Email, u.UserName, u.Name?.FullName, u.ID, ...(u.OtherEmails ?? [])].some(
@@ -115,9 +117,11 @@ export function UsersView() {
   const [q, setQ] = useState(new URLSearchParams(location.search).get('q') ?? '');
   const [creating, setCreating] = useState(false);
   const [created, setCreated] = useState('');
-  const shown = users.items
+  const found = users.items
     .filter((u) => matches(u, q.trim()))
     .sort((a, b) => userName(a).localeCompare(userName(b)));
+  // A directory of thousands is searched, not scrolled: at most SHOWN rows are drawn.
+  const shown = found.slice(0, SHOWN);
   return (
     <>
       <div class="head">
@@ -144,7 +148,11 @@ export function UsersView() {
           />
         </div>
         <p class="muted" role="status">
-          {users.ready ? `${shown.length} of ${users.items.length} users` : 'Loading…'}
+          {!users.ready
+            ? 'Loading…'
+            : found.length > SHOWN
+              ? `The first ${SHOWN} of ${found.length} matching users (of ${users.items.length}): search to narrow them`
+              : `${found.length} of ${users.items.length} users`}
         </p>
         <table id="user-list" class="list">
           <thead>
