@@ -5,183 +5,24 @@
  */
 import type { ComponentChildren } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
-import { ApiFailure, call, type Doc, explain } from './api.js';
+import { call, type Doc, explain } from './api.js';
 import type { FieldSpec } from './fields.js';
+import {
+  type Draft,
+  draftOf,
+  FieldSections,
+  fromForm,
+  getPath,
+  type Names,
+  setPath,
+  toForm,
+} from './form.js';
 import { useLive } from './live.js';
-import { type Note, Notice, userName } from './ui.js';
+import { type Note, Notice } from './ui.js';
 
-type Draft = Record<string, string | boolean>;
 interface Seen {
   doc: Doc;
   etag: string;
-}
-
-export function getPath(doc: Doc, path: string): unknown {
-  // biome-ignore lint/suspicious/noExplicitAny: walking JSON
-  return path.split('.').reduce<any>((o, k) => (o == null ? undefined : o[k]), doc);
-}
-
-function setPath(doc: Doc, path: string, value: unknown) {
-  const keys = path.split('.');
-  let o = doc;
-  for (const k of keys.slice(0, -1)) {
-    if (typeof o[k] !== 'object' || o[k] === null) o[k] = {};
-    o = o[k];
-  }
-  o[keys[keys.length - 1] as string] = value;
-}
-
-interface Names {
-  users: Map<string, Doc>;
-  groups: Map<string, Doc>;
-}
-
-function toForm(f: FieldSpec, v: unknown, names: Names): string | boolean {
-  switch (f.kind) {
-    case 'bool':
-      return v === true;
-    case 'lines':
-      return Array.isArray(v) ? v.join('\n') : '';
-    case 'users':
-      return Array.isArray(v) ? v.map((id) => userName(names.users.get(id)) || id).join('\n') : '';
-    case 'groups':
-      return Array.isArray(v) ? v.map((id) => String(names.groups.get(id)?.Name ?? id)).join('\n') : '';
-    case 'time':
-      return typeof v === 'string' && !v.startsWith('0001-') ? v : '';
-    case 'secret':
-      return '';
-    default:
-      return v == null ? '' : String(v);
-  }
-}
-
-function lookup(kind: 'user' | 'group', text: string, list: Map<string, Doc>): string {
-  if (list.has(text)) return text;
-  const low = text.toLowerCase();
-  for (const d of list.values()) {
-    const keys = kind === 'user' ? [d.Email, d.UserName] : [d.Name];
-    if (keys.some((k) => typeof k === 'string' && k.toLowerCase() === low)) return String(d.ID);
-  }
-  throw new Error(`no ${kind} named ${text}`);
-}
-
-function fromForm(f: FieldSpec, v: string | boolean, names: Names): unknown {
-  const s = String(v);
-  const split = () =>
-    s
-      .split('\n')
-      .map((x) => x.trim())
-      .filter(Boolean);
-  switch (f.kind) {
-    case 'bool':
-      return v === true;
-    case 'int':
-      return s.trim() === '' ? 0 : Number(s);
-    case 'lines':
-      return split();
-    case 'users':
-      return split().map((x) => lookup('user', x, names.users));
-    case 'groups':
-      return split().map((x) => lookup('group', x, names.groups));
-    case 'time':
-      return s.trim() === '' ? '0001-01-01T00:00:00Z' : s.trim();
-    default:
-      return s;
-  }
-}
-
-const draftOf = (fields: FieldSpec[], doc: Doc, names: Names): Draft =>
-  Object.fromEntries(fields.map((f) => [f.name, toForm(f, getPath(doc, f.name), names)]));
-
-function FieldInput({
-  f,
-  value,
-  set,
-  idBase,
-}: {
-  f: FieldSpec;
-  value: string | boolean;
-  set: (v: string | boolean) => void;
-  idBase: string;
-}) {
-  const id = `${idBase}-${f.name.replace(/\./g, '-')}`;
-  const hint = f.hint ? (
-    <p class="muted hint" id={`${id}-hint`}>
-      {f.hint}
-    </p>
-  ) : null;
-  const described = f.hint ? `${id}-hint` : undefined;
-  if (f.kind === 'bool')
-    return (
-      <div class="check">
-        <input
-          id={id}
-          type="checkbox"
-          checked={value === true}
-          onChange={(e) => set(e.currentTarget.checked)}
-          aria-describedby={described}
-        />
-        <label for={id}>{f.label}</label>
-        {hint}
-      </div>
-    );
-  const common = { id, 'aria-describedby': described };
-  let input = (
-    <input
-      {...common}
-      type={
-        (f.kind === 'email'
-          ? 'email'
-          : f.kind === 'int'
-            ? 'number'
-            : f.kind === 'secret'
-              ? 'password'
-              : 'text') as 'text'
-      }
-      autocomplete="off"
-      value={String(value)}
-      onInput={(e) => set(e.currentTarget.value)}
-    />
-  );
-  if (f.kind === 'enum')
-    input = (
-      <select {...common} value={String(value)} onChange={(e) => set(e.currentTarget.value)}>
-        {(f.options ?? []).map((o) => (
-          <option value={o} key={o}>
-            {o === '' ? '(none)' : o}
-          </option>
-        ))}
-      </select>
-    );
-  if (['long', 'code', 'lines', 'users', 'groups'].includes(f.kind))
-    input = (
-      <textarea
-        {...common}
-        rows={f.kind === 'code' ? 12 : 3}
-        spellcheck={f.kind !== 'code'}
-        class={f.kind === 'code' ? 'code' : 'prose'}
-        value={String(value)}
-        onInput={(e) => set(e.currentTarget.value)}
-      />
-    );
-  return (
-    <div class="field">
-      <label for={id}>{f.label}</label>
-      {input}
-      {hint}
-    </div>
-  );
-}
-
-/** Consecutive fields of one section, in order; fields without one come as one untitled group. */
-function sections(fields: FieldSpec[]): [string, FieldSpec[]][] {
-  const out: [string, FieldSpec[]][] = [];
-  for (const f of fields) {
-    const last = out[out.length - 1];
-    if (last && last[0] === (f.section ?? '')) last[1].push(f);
-    else out.push([f.section ?? '', [f]]);
-  }
-  return out;
 }
 
 interface EditorProps {
@@ -287,13 +128,8 @@ export function ObjectEditor({ path, fields, current, onSaved, onDraft, actions 
           draft={draft}
           names={names}
           onTake={(keepMine) => {
-            const mineChanged = draftOf(fields, seen.doc, names);
-            const next = draftOf(fields, conflict.doc, names);
-            if (keepMine)
-              for (const f of fields)
-                if (draft[f.name] !== mineChanged[f.name]) next[f.name] = draft[f.name] ?? '';
             setSeen(conflict);
-            setDraft(next);
+            setDraft(rebase(fields, seen, conflict, draft, names, keepMine));
             setConflict(undefined);
             setNote({
               kind: 'ok',
@@ -304,29 +140,12 @@ export function ObjectEditor({ path, fields, current, onSaved, onDraft, actions 
           }}
         />
       )}
-      {sections(fields).map(([title, group]) => {
-        const inputs = (
-          <div class="fields">
-            {group.map((f) => (
-              <FieldInput
-                key={f.name}
-                f={f}
-                idBase={idBase}
-                value={draft[f.name] ?? ''}
-                set={(v) => setDraft({ ...draft, [f.name]: v })}
-              />
-            ))}
-          </div>
-        );
-        return title ? (
-          <fieldset class="section" key={title}>
-            <legend>{title}</legend>
-            {inputs}
-          </fieldset>
-        ) : (
-          <div key="fields">{inputs}</div>
-        );
-      })}
+      <FieldSections
+        fields={fields}
+        draft={draft}
+        idBase={idBase}
+        set={(name, v) => setDraft({ ...draft, [name]: v })}
+      />
       <div class="actions left">
         <button type="submit" disabled={busy}>
           Save changes
@@ -335,6 +154,25 @@ export function ObjectEditor({ path, fields, current, onSaved, onDraft, actions 
       </div>
     </form>
   );
+}
+
+/**
+ * The form after a 412: the current version, with the administrator's own edits on top when
+ * they keep them (only the fields they changed from what they had been shown).
+ */
+function rebase(
+  fields: FieldSpec[],
+  seen: Seen,
+  current: Seen,
+  draft: Draft,
+  names: Names,
+  keepMine: boolean,
+): Draft {
+  const shown = draftOf(fields, seen.doc, names);
+  const next = draftOf(fields, current.doc, names);
+  if (keepMine)
+    for (const f of fields) if (draft[f.name] !== shown[f.name]) next[f.name] = draft[f.name] ?? '';
+  return next;
 }
 
 interface ConflictProps {
@@ -397,5 +235,3 @@ function ConflictView({ fields, mine, theirs, draft, names, onTake }: ConflictPr
     </section>
   );
 }
-
-export { ApiFailure };

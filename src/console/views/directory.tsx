@@ -11,11 +11,55 @@ const CHANGE_OPS: Record<string, string[]> = {
 };
 const PLAN_OPS: Record<string, string[]> = { proposed: ['approve', 'cancel'], approved: ['cancel'] };
 
-export function DirectoryView() {
+/** What exists on the targets (accounts) and who reports (proxies and provisioning agents). */
+function AccountsAndAgents() {
   const accounts = useLive('Account').items;
+  const agents = useLive('RemoteAgent').items;
+  const users = useLive('User').byId;
+  const apps = useLive('App').byId;
+  const app = (id: string) => String(apps.get(id)?.Name ?? id);
+  const who = (id: string) => userName(users.get(id)) || id;
+  return (
+    <>
+      <section class="card" aria-labelledby="accounts-h">
+        <h2 id="accounts-h">Accounts</h2>
+        {accounts.length === 0 && <p class="muted">No account.</p>}
+        <ul class="plain">
+          {accounts.map((a) => (
+            <li key={a.ID}>
+              <span>
+                <code>{a.Name}</code> on {app(a.AppID)} for{' '}
+                <Link href={`/console/users/${seg(a.UserID)}`}>{who(a.UserID)}</Link>
+              </span>
+              <Badge on={a.State === 'active'}>{a.State}</Badge>
+            </li>
+          ))}
+        </ul>
+      </section>
+      <section class="card" aria-labelledby="agents-h">
+        <h2 id="agents-h">Agents</h2>
+        {agents.length === 0 && <p class="muted">No proxy or provisioning agent has reported.</p>}
+        <ul class="plain">
+          {agents.map((a) => (
+            <li key={a.ID}>
+              <span>
+                {String(a.Name || a.ID)}{' '}
+                <span class="muted">
+                  {a.Kind} · {app(a.AppID)} · {a.Address} · last seen {when(a.LastSeen)}
+                </span>
+              </span>
+              <Badge on={a.Health === 'ok'}>{a.Health}</Badge>
+            </li>
+          ))}
+        </ul>
+      </section>
+    </>
+  );
+}
+
+export function DirectoryView() {
   const changes = useLive('AccountChange').items.sort((a, b) => String(b.ID).localeCompare(String(a.ID)));
   const plans = useLive('AccountChangePlan').items;
-  const agents = useLive('RemoteAgent').items;
   const users = useLive('User').byId;
   const apps = useLive('App').byId;
   const [note, setNote] = useState<Note>();
@@ -119,38 +163,7 @@ export function DirectoryView() {
           </tbody>
         </table>
       </section>
-      <section class="card" aria-labelledby="accounts-h">
-        <h2 id="accounts-h">Accounts</h2>
-        {accounts.length === 0 && <p class="muted">No account.</p>}
-        <ul class="plain">
-          {accounts.map((a) => (
-            <li key={a.ID}>
-              <span>
-                <code>{a.Name}</code> on {app(a.AppID)} for{' '}
-                <Link href={`/console/users/${seg(a.UserID)}`}>{who(a.UserID)}</Link>
-              </span>
-              <Badge on={a.State === 'active'}>{a.State}</Badge>
-            </li>
-          ))}
-        </ul>
-      </section>
-      <section class="card" aria-labelledby="agents-h">
-        <h2 id="agents-h">Agents</h2>
-        {agents.length === 0 && <p class="muted">No proxy or provisioning agent has reported.</p>}
-        <ul class="plain">
-          {agents.map((a) => (
-            <li key={a.ID}>
-              <span>
-                {String(a.Name || a.ID)}{' '}
-                <span class="muted">
-                  {a.Kind} · {app(a.AppID)} · {a.Address} · last seen {when(a.LastSeen)}
-                </span>
-              </span>
-              <Badge on={a.Health === 'ok'}>{a.Health}</Badge>
-            </li>
-          ))}
-        </ul>
-      </section>
+      <AccountsAndAgents />
     </>
   );
 }

@@ -8,18 +8,21 @@ import { deleteObject } from './user.js';
 
 const SCOPES = ['user', 'audit', 'sync', 'admin'];
 
-export function KeysView() {
-  const keys = useLive('APIKey');
-  const users = useLive('User');
-  const [creating, setCreating] = useState(false);
-  const [secret, setSecret] = useState('');
+interface NewKeyProps {
+  users: Doc[];
+  onClose: () => void;
+  onCreated: (secret: string) => void;
+}
+
+/** "New API key": name, scopes, owner and expiry; the key itself is shown once by the caller. */
+function NewKey({ users, onClose, onCreated }: NewKeyProps) {
   const [note, setNote] = useState<Note>();
   const create = async (e: Event) => {
     e.preventDefault();
     const f = new FormData(e.currentTarget as HTMLFormElement);
     const owner = String(f.get('owner') ?? '').trim();
     const u = owner
-      ? users.items.find((x) => x.ID === owner || x.Email === owner || x.UserName === owner)
+      ? users.find((x) => x.ID === owner || x.Email === owner || x.UserName === owner)
       : undefined;
     if (owner && !u) return setNote({ kind: 'error', text: `No user ${owner}.` });
     const expires = String(f.get('expires') ?? '').trim();
@@ -32,12 +35,61 @@ export function KeysView() {
           ...(expires ? { ExpireTime: expires } : {}),
         },
       });
-      setCreating(false);
-      setSecret(String(r.data.Secret ?? ''));
+      onCreated(String(r.data.Secret ?? ''));
     } catch (err) {
       setNote({ kind: 'error', text: explain(err) });
     }
   };
+  return (
+    <Modal title="New API key" onClose={onClose}>
+      <form onSubmit={create}>
+        <Notice note={note} />
+        <label for="nk-name">Name</label>
+        <input id="nk-name" name="name" required autocomplete="off" />
+        <fieldset>
+          <legend>Scopes</legend>
+          {SCOPES.map((s) => (
+            <div class="check" key={s}>
+              <input id={`nk-${s}`} name={`scope-${s}`} type="checkbox" />
+              <label for={`nk-${s}`}>{s}</label>
+            </div>
+          ))}
+        </fieldset>
+        <label for="nk-owner">Owner</label>
+        <input
+          id="nk-owner"
+          name="owner"
+          list="nk-users"
+          autocomplete="off"
+          aria-describedby="nk-owner-hint"
+        />
+        <p class="muted hint" id="nk-owner-hint">
+          The user the key acts for (address, user name or ID); empty: you.
+        </p>
+        <datalist id="nk-users">
+          {users.map((u) => (
+            <option key={u.ID} value={String(u.Email || u.ID)} />
+          ))}
+        </datalist>
+        <label for="nk-expires">Expires</label>
+        <input id="nk-expires" name="expires" placeholder="2031-01-01T00:00:00Z" autocomplete="off" />
+        <div class="actions">
+          <button type="button" class="secondary" onClick={onClose}>
+            Cancel
+          </button>
+          <button type="submit">Create key</button>
+        </div>
+      </form>
+    </Modal>
+  );
+}
+
+export function KeysView() {
+  const keys = useLive('APIKey');
+  const users = useLive('User');
+  const [creating, setCreating] = useState(false);
+  const [secret, setSecret] = useState('');
+  const [note, setNote] = useState<Note>();
   const revoke = async (k: Doc) => {
     const owner = userName(users.byId.get(k.UserID)) || k.UserID || 'no user';
     const ok = await confirmAction({
@@ -109,45 +161,14 @@ export function KeysView() {
         </table>
       </section>
       {creating && (
-        <Modal title="New API key" onClose={() => setCreating(false)}>
-          <form onSubmit={create}>
-            <label for="nk-name">Name</label>
-            <input id="nk-name" name="name" required autocomplete="off" />
-            <fieldset>
-              <legend>Scopes</legend>
-              {SCOPES.map((s) => (
-                <div class="check" key={s}>
-                  <input id={`nk-${s}`} name={`scope-${s}`} type="checkbox" />
-                  <label for={`nk-${s}`}>{s}</label>
-                </div>
-              ))}
-            </fieldset>
-            <label for="nk-owner">Owner</label>
-            <input
-              id="nk-owner"
-              name="owner"
-              list="nk-users"
-              autocomplete="off"
-              aria-describedby="nk-owner-hint"
-            />
-            <p class="muted hint" id="nk-owner-hint">
-              The user the key acts for (address, user name or ID); empty: you.
-            </p>
-            <datalist id="nk-users">
-              {users.items.map((u) => (
-                <option key={u.ID} value={String(u.Email || u.ID)} />
-              ))}
-            </datalist>
-            <label for="nk-expires">Expires</label>
-            <input id="nk-expires" name="expires" placeholder="2031-01-01T00:00:00Z" autocomplete="off" />
-            <div class="actions">
-              <button type="button" class="secondary" onClick={() => setCreating(false)}>
-                Cancel
-              </button>
-              <button type="submit">Create key</button>
-            </div>
-          </form>
-        </Modal>
+        <NewKey
+          users={users.items}
+          onClose={() => setCreating(false)}
+          onCreated={(value) => {
+            setCreating(false);
+            setSecret(value);
+          }}
+        />
       )}
       {secret && <Secret label="New API key" value={secret} onClose={() => setSecret('')} />}
     </>

@@ -47,15 +47,74 @@ const findUser = (users: Doc[], text: string) => {
   );
 };
 
+/** "May this actor do this?": an actor (user or API key), an action, a kind and an object. */
+function ActorForm({ users, ask }: { users: Doc[]; ask: (query: string) => void }) {
+  const [actor, setActor] = useState('');
+  const [action, setAction] = useState('update');
+  const [kind, setKind] = useState('User');
+  const [object, setObject] = useState('');
+  const actorAction = (e: Event) => {
+    e.preventDefault();
+    const u = findUser(users, actor);
+    ask(
+      new URLSearchParams({
+        actor: u ? String(u.ID) : actor.trim(),
+        action,
+        kind,
+        id: object.trim(),
+      }).toString(),
+    );
+  };
+  return (
+    <section class="card" aria-labelledby="why-act-h">
+      <h2 id="why-act-h">May this actor do this?</h2>
+      <form onSubmit={actorAction}>
+        <div class="row">
+          <div>
+            <label for="why-actor">Actor (user or API key ID)</label>
+            <input
+              id="why-actor"
+              list="why-users"
+              required
+              value={actor}
+              onInput={(e) => setActor(e.currentTarget.value)}
+              autocomplete="off"
+            />
+          </div>
+          <div>
+            <label for="why-action">Action</label>
+            <select id="why-action" value={action} onChange={(e) => setAction(e.currentTarget.value)}>
+              {['list', 'get', 'create', 'update', 'delete'].map((a) => (
+                <option key={a} value={a}>
+                  {a}
+                </option>
+              ))}
+            </select>
+          </div>
+        </div>
+        <div class="row">
+          <div>
+            <label for="why-kind">Object type</label>
+            <input id="why-kind" required value={kind} onInput={(e) => setKind(e.currentTarget.value)} />
+          </div>
+          <div>
+            <label for="why-object">Object ID</label>
+            <input id="why-object" value={object} onInput={(e) => setObject(e.currentTarget.value)} />
+          </div>
+          <button type="submit" class="narrow-btn">
+            Explain this action
+          </button>
+        </div>
+      </form>
+    </section>
+  );
+}
+
 export function WhyView() {
   const users = useLive('User').items;
   const apps = useLive('App').items;
   const [who, setWho] = useState('');
   const [app, setApp] = useState('');
-  const [actor, setActor] = useState('');
-  const [action, setAction] = useState('update');
-  const [kind, setKind] = useState('User');
-  const [object, setObject] = useState('');
   const [decision, setDecision] = useState<Decision>();
   const [note, setNote] = useState<Note>();
   const ask = async (query: string) => {
@@ -73,18 +132,6 @@ export function WhyView() {
     const u = findUser(users, who);
     if (!u) return setNote({ kind: 'error', text: `No user ${who}.` });
     ask(new URLSearchParams({ user: String(u.ID), app }).toString());
-  };
-  const actorAction = (e: Event) => {
-    e.preventDefault();
-    const u = findUser(users, actor);
-    ask(
-      new URLSearchParams({
-        actor: u ? String(u.ID) : actor.trim(),
-        action,
-        kind,
-        id: object.trim(),
-      }).toString(),
-    );
   };
   return (
     <>
@@ -127,47 +174,7 @@ export function WhyView() {
           </button>
         </form>
       </section>
-      <section class="card" aria-labelledby="why-act-h">
-        <h2 id="why-act-h">May this actor do this?</h2>
-        <form onSubmit={actorAction}>
-          <div class="row">
-            <div>
-              <label for="why-actor">Actor (user or API key ID)</label>
-              <input
-                id="why-actor"
-                list="why-users"
-                required
-                value={actor}
-                onInput={(e) => setActor(e.currentTarget.value)}
-                autocomplete="off"
-              />
-            </div>
-            <div>
-              <label for="why-action">Action</label>
-              <select id="why-action" value={action} onChange={(e) => setAction(e.currentTarget.value)}>
-                {['list', 'get', 'create', 'update', 'delete'].map((a) => (
-                  <option key={a} value={a}>
-                    {a}
-                  </option>
-                ))}
-              </select>
-            </div>
-          </div>
-          <div class="row">
-            <div>
-              <label for="why-kind">Object type</label>
-              <input id="why-kind" required value={kind} onInput={(e) => setKind(e.currentTarget.value)} />
-            </div>
-            <div>
-              <label for="why-object">Object ID</label>
-              <input id="why-object" value={object} onInput={(e) => setObject(e.currentTarget.value)} />
-            </div>
-            <button type="submit" class="narrow-btn">
-              Explain this action
-            </button>
-          </div>
-        </form>
-      </section>
+      <ActorForm users={users} ask={ask} />
       <Notice note={note} />
       {decision && <Answer d={decision} />}
     </>
