@@ -281,7 +281,7 @@ describe.skipIf(!HAVE_CHROMIUM)('admin console in headless Chromium', () => {
     await shot(page, 'console-audit');
   }, 60_000);
 
-  it('names the object a create made ("created User …"): needs ObjectID on creates in the audit trail', async () => {
+  it('names the object a create made ("created user …"): needs ObjectID on creates in the audit trail', async () => {
     const { page } = tab;
     const r = await h.s.req({
       method: 'POST',
@@ -289,7 +289,7 @@ describe.skipIf(!HAVE_CHROMIUM)('admin console in headless Chromium', () => {
       payload: { Email: 'mary.jackson@example.com' },
     });
     expect(r.statusCode).toBe(201);
-    await page.getByText('created User mary.jackson@example.com').first().waitFor({ timeout: 10_000 });
+    await page.getByText('created user mary.jackson@example.com').first().waitFor({ timeout: 10_000 });
   }, 30_000);
 
   it('made no page error and no console error beyond the refusals provoked on purpose', () => {

@@ -1,6 +1,6 @@
 /**
  * The audit trail (GET /audit on the event stream: the newest 1,000 entries, then each new one),
- * filterable by who, what and outcome. An entry names the object it touched ("created User
+ * filterable by who, what and outcome. An entry names the object it touched ("created user
  * ada@…") from the live lists, and the policy rule of a refusal when the entry carries one.
  */
 import { useState } from 'preact/hooks';
@@ -9,6 +9,36 @@ import { useLive } from '../live.js';
 import { Badge, Heading, Link, userName, when } from '../ui.js';
 
 const VERB: Record<string, string> = { POST: 'created', PUT: 'changed', PATCH: 'changed', DELETE: 'deleted' };
+/** Membership operations as a sentence says them ("approved ada@… in staff"). */
+const PAST: Record<string, string> = {
+  approve: 'approved',
+  reject: 'rejected',
+  unreject: 'took back the rejection of',
+  activate: 'activated',
+  use: 'recorded a use by',
+};
+/** Sign-in steps: what a success and a refusal mean. */
+const SIGNIN: Record<string, [string, string]> = {
+  'POST /auth/email': ['began to sign in', 'named an unknown or refused address'],
+  'POST /auth/password': ['proved a password', 'gave a wrong password'],
+  'POST /auth/totp': ['proved an authenticator code', 'gave a wrong authenticator code'],
+  'POST /auth/backup': ['proved a backup code', 'gave a wrong backup code'],
+  'POST /auth/signout': ['signed out', 'could not sign out'],
+  'DELETE /auth/sessions/:id': ['revoked a session', 'was refused revoking a session'],
+};
+
+/** Object types as a sentence says them ("created user ada@…"). */
+const KIND_WORDS: Record<string, string> = {
+  User: 'user',
+  Group: 'group',
+  Script: 'script',
+  APIKey: 'API key',
+  ActivationCode: 'activation code',
+  VirtualHost: 'virtual host',
+  AccountChange: 'account change',
+  AccountChangePlan: 'change plan',
+  Tenant: 'tenant settings',
+};
 const PATHS: Record<string, string> = { User: 'users', Group: 'groups', App: 'apps', Script: 'scripts' };
 
 function useNamer() {
@@ -47,7 +77,7 @@ const ACTIONS: Record<string, (n: (k: string, id: string) => string, p: Record<s
   'POST /apps/:id/oidc/secret': (n, p) => `issued a client secret for ${n('App', p.id ?? '')}`,
 };
 
-/** What an entry did, in words: "created User ada@example.com", or the method and path. */
+/** What an entry did, in words: "created user ada@example.com", or the method and path. */
 function What({ e, name }: { e: Doc; name: (kind: string, id: string) => string }) {
   const route = String(e.Route);
   const op = /^\/groups\/:id\/members\/:user\/([a-z]+)$/.exec(route);
@@ -55,10 +85,12 @@ function What({ e, name }: { e: Doc; name: (kind: string, id: string) => string 
     const p = params(route, String(e.Path));
     return (
       <>
-        {op[1]} {name('User', p.user ?? '')} in {name('Group', p.id ?? '')}
+        {PAST[op[1] ?? ''] ?? op[1]} {name('User', p.user ?? '')} in {name('Group', p.id ?? '')}
       </>
     );
   }
+  const signin = SIGNIN[`${e.Method} ${route}`];
+  if (signin) return <>{e.Status >= 400 ? signin[1] : signin[0]}</>;
   const action = ACTIONS[`${e.Method} ${route}`];
   if (action) return <>{action(name, params(route, String(e.Path)))}</>;
   const verb = VERB[String(e.Method)];
@@ -75,7 +107,7 @@ function What({ e, name }: { e: Doc; name: (kind: string, id: string) => string 
     return (
       <>
         {e.Status >= 400 ? `tried to ${verb.replace(/d$/, '')} ` : `${verb} `}
-        {e.Kind} {obj}
+        {KIND_WORDS[String(e.Kind)] ?? e.Kind} {obj}
       </>
     );
   }
