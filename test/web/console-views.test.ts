@@ -223,6 +223,23 @@ describe.skipIf(!HAVE_CHROMIUM)('admin console views in headless Chromium', () =
     await other.context.close();
   }, 60_000);
 
+  it('Why: explains whether an actor may do an action, with the chain of rules', async () => {
+    const { page } = tab;
+    await open('Why', 'Why');
+    await page.getByLabel('Actor (user or API key ID)').fill('ada@example.com');
+    await page.getByLabel('Action', { exact: true }).selectOption('User.disable');
+    await page.getByLabel('Object ID').fill(admin.id);
+    await page.getByRole('button', { name: 'Explain this action' }).click();
+    const decision = page.getByRole('region', { name: 'Refused' });
+    await decision.waitFor({ timeout: 10_000 });
+    await decision.getByRole('listitem').first().waitFor();
+    await shot(page, 'console-why');
+    // An administrator may: the same question for them is allowed.
+    await page.getByLabel('Actor (user or API key ID)').fill(admin.email);
+    await page.getByRole('button', { name: 'Explain this action' }).click();
+    await page.getByRole('region', { name: 'Allowed' }).waitFor({ timeout: 10_000 });
+  }, 60_000);
+
   // Runs against the real GET /policy/explain (the decision point's issue): it fails until that
   // endpoint exists (404 before it), and passes once it answers as specified.
   it('Why: explains whether a user may use an App, with the chain of rules', async () => {
@@ -234,6 +251,6 @@ describe.skipIf(!HAVE_CHROMIUM)('admin console views in headless Chromium', () =
     const decision = page.getByRole('region', { name: /^(Allowed|Refused)$/ });
     await decision.waitFor({ timeout: 10_000 });
     await decision.getByRole('listitem').first().waitFor();
-    await shot(page, 'console-why');
+    await shot(page, 'console-why-app');
   }, 60_000);
 });

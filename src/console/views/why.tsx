@@ -5,9 +5,11 @@
 import { useState } from 'preact/hooks';
 import { call, type Doc, explain } from '../api.js';
 import { useLive } from '../live.js';
-import { Badge, Heading, type Note, Notice, userName } from '../ui.js';
+import { Badge, Heading, type Note, Notice, useLoad, userName } from '../ui.js';
 
 interface Decision {
+  Actor?: string;
+  Action?: string;
   Allowed: boolean;
   Rule: string;
   Reason: string;
@@ -18,9 +20,17 @@ function Answer({ d }: { d: Decision }) {
   return (
     <section class="card decision" aria-labelledby="decision-h">
       <h2 id="decision-h">{d.Allowed ? 'Allowed' : 'Refused'}</h2>
+      {d.Actor && (
+        <p class="muted">
+          {d.Actor}
+          {d.Action ? <> · {d.Action}</> : null}
+        </p>
+      )}
       <p>
-        <Badge on={d.Allowed}>{d.Allowed ? 'allowed' : 'refused'}</Badge> by the rule <code>{d.Rule}</code>:{' '}
-        {d.Reason}
+        <Badge on={d.Allowed} bad={!d.Allowed}>
+          {d.Allowed ? 'allowed' : 'refused'}
+        </Badge>{' '}
+        by the rule <code>{d.Rule}</code>: {d.Reason}
       </p>
       {(d.Chain ?? []).length > 0 && (
         <>
@@ -28,7 +38,10 @@ function Answer({ d }: { d: Decision }) {
           <ol class="chain">
             {(d.Chain ?? []).map((c, i) => (
               <li key={`${c.Rule}-${String(i)}`}>
-                <code>{c.Rule}</code> <Badge on={c.Allowed}>{c.Allowed ? 'allows' : 'refuses'}</Badge>{' '}
+                <code>{c.Rule}</code>{' '}
+                <Badge on={c.Allowed} bad={!c.Allowed}>
+                  {c.Allowed ? 'allows' : 'refuses'}
+                </Badge>{' '}
                 {c.Reason}
               </li>
             ))}
@@ -48,22 +61,27 @@ const findUser = (users: Doc[], text: string) => {
 };
 
 /** "May this actor do this?": an actor (user or API key), an action, a kind and an object. */
+interface ActionInfo {
+  Action: string;
+  Description: string;
+  Target: string;
+}
+
 function ActorForm({ users, ask }: { users: Doc[]; ask: (query: string) => void }) {
+  // The policy's own list of actions (GET /policy/actions), each with the kind it acts on.
+  const [actions] = useLoad(() => call<ActionInfo[]>('GET', '/policy/actions').then((r) => r.data), []);
   const [actor, setActor] = useState('');
-  const [action, setAction] = useState('update');
-  const [kind, setKind] = useState('User');
+  const [action, setAction] = useState('');
+  const [kind, setKind] = useState('');
   const [object, setObject] = useState('');
+  const chosen = action || actions?.[0]?.Action || '';
   const actorAction = (e: Event) => {
     e.preventDefault();
     const u = findUser(users, actor);
-    ask(
-      new URLSearchParams({
-        actor: u ? String(u.ID) : actor.trim(),
-        action,
-        kind,
-        id: object.trim(),
-      }).toString(),
-    );
+    const q: Record<string, string> = { actor: u ? String(u.ID) : actor.trim(), action: chosen };
+    if (kind.trim()) q.kind = kind.trim();
+    if (object.trim()) q.id = object.trim();
+    ask(new URLSearchParams(q).toString());
   };
   return (
     <section class="card" aria-labelledby="why-act-h">
@@ -83,10 +101,17 @@ function ActorForm({ users, ask }: { users: Doc[]; ask: (query: string) => void 
           </div>
           <div>
             <label for="why-action">Action</label>
-            <select id="why-action" value={action} onChange={(e) => setAction(e.currentTarget.value)}>
-              {['list', 'get', 'create', 'update', 'delete'].map((a) => (
-                <option key={a} value={a}>
-                  {a}
+            <select
+              id="why-action"
+              value={chosen}
+              onChange={(e) => {
+                setAction(e.currentTarget.value);
+                setKind('');
+              }}
+            >
+              {(actions ?? []).map((a) => (
+                <option key={a.Action} value={a.Action}>
+                  {a.Action}: {a.Description}
                 </option>
               ))}
             </select>
@@ -95,11 +120,28 @@ function ActorForm({ users, ask }: { users: Doc[]; ask: (query: string) => void 
         <div class="row">
           <div>
             <label for="why-kind">Object type</label>
-            <input id="why-kind" required value={kind} onInput={(e) => setKind(e.currentTarget.value)} />
+            <input
+              id="why-kind"
+              value={kind}
+              placeholder={actions?.find((a) => a.Action === chosen)?.Target ?? ''}
+              onInput={(e) => setKind(e.currentTarget.value)}
+              aria-describedby="why-kind-hint"
+            />
+            <p class="muted hint" id="why-kind-hint">
+              Empty: the one the action acts on.
+            </p>
           </div>
           <div>
             <label for="why-object">Object ID</label>
-            <input id="why-object" value={object} onInput={(e) => setObject(e.currentTarget.value)} />
+            <input
+              id="why-object"
+              value={object}
+              onInput={(e) => setObject(e.currentTarget.value)}
+              aria-describedby="why-object-hint"
+            />
+            <p class="muted hint" id="why-object-hint">
+              A membership is named group ID.user ID.
+            </p>
           </div>
           <button type="submit" class="narrow-btn">
             Explain this action
