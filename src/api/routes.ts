@@ -12,6 +12,7 @@ import { registerHealthRoutes } from './health.js';
 import { registerObjectRoutes } from './objects.js';
 import { registerOidcRoutes } from './oidc.js';
 import { registerOpenApiRoutes } from './openapi.js';
+import { registerPolicyRoutes } from './policy.js';
 import { registerPrometheusRoutes } from './prometheus.js';
 import { registerScriptRoutes } from './scripts.js';
 import { registerUserRoutes } from './users.js';
@@ -38,4 +39,5 @@ export const registrars: Registrar[] = [
   registerPrometheusRoutes,
   registerAuditRoutes,
   registerScriptRoutes,
+  registerPolicyRoutes,
 ];
