@@ -234,8 +234,9 @@ describe.skipIf(!HAVE_CHROMIUM)('admin console views in headless Chromium', () =
     await decision.waitFor({ timeout: 10_000 });
     await decision.getByRole('listitem').first().waitFor();
     await shot(page, 'console-why');
-    // An administrator may: the same question for them is allowed.
+    // An administrator may disable ada (though nobody may disable themselves).
     await page.getByLabel('Actor (user or API key ID)').fill(admin.email);
+    await page.getByLabel('Object ID').fill(userId);
     await page.getByRole('button', { name: 'Explain this action' }).click();
     await page.getByRole('region', { name: 'Allowed' }).waitFor({ timeout: 10_000 });
   }, 60_000);
