@@ -6,7 +6,7 @@
  * resubscribes; the fresh snapshot replaces what was held.
  */
 import { useEffect, useState } from 'preact/hooks';
-import type { Doc } from './api.js';
+import { call, type Doc, signInAgain } from './api.js';
 
 interface KindState {
   items: Map<string, Doc>;
@@ -26,6 +26,8 @@ class LiveStream {
   private wait = 500;
   private timer: ReturnType<typeof setTimeout> | undefined;
   private started = false;
+  /** Handshakes refused in a row: after a few, the console asks whether the session still holds. */
+  private refused = 0;
 
   /** Opens the stream (after the step-up: the handshake needs the admin level). */
   start() {
@@ -43,7 +45,10 @@ class LiveStream {
   private connect() {
     const ws = new WebSocket(`${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}/events`);
     this.ws = ws;
+    let opened = false;
     ws.onopen = () => {
+      opened = true;
+      this.refused = 0;
       this.wait = 500;
       for (const [kind, st] of this.kinds) {
         st.incoming = new Map();
@@ -54,10 +59,17 @@ class LiveStream {
     ws.onclose = () => {
       if (this.ws !== ws) return;
       this.ws = undefined;
+      if (!opened && ++this.refused >= 3) void this.checkSession();
       clearTimeout(this.timer);
       this.timer = setTimeout(() => this.connect(), this.wait);
       this.wait = Math.min(this.wait * 2, MAX_WAIT_MS);
     };
+  }
+
+  /** A stream refused again and again: a session that has ended goes back to sign in. */
+  private async checkSession() {
+    const r = await call<{ Authorized?: boolean }>('POST', '/auth').catch(() => undefined);
+    if (r && r.data?.Authorized !== true) signInAgain();
   }
 
   private frame(text: string) {

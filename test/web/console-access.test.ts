@@ -150,6 +150,22 @@ describe.skipIf(!HAVE_CHROMIUM)('admin console: access, headers, keyboard and cr
     await tab.context.close();
   }, 60_000);
 
+  it('goes back to sign in when the session ends while the console is open', async () => {
+    const ending = await account(h.s, { admin: true, totp: true, tag: 'ending' });
+    const tab = await newTab(h);
+    await signInTab(h, tab, ending, { password: true, totp: 1 });
+    await tab.page.goto(`${h.base}/console/groups`);
+    await tab.page.getByRole('heading', { name: 'Groups', level: 1 }).waitFor();
+    // Another administrator revokes the session: the stream closes, and does not open again.
+    const sessions = await h.s.req({ method: 'GET', url: `/auth/sessions?user=${ending.id}` });
+    for (const line of sessions.body.split('\n').filter(Boolean)) {
+      const r = await h.s.req({ method: 'DELETE', url: `/auth/sessions/${JSON.parse(line).ID}` });
+      expect(r.statusCode).toBe(204);
+    }
+    await tab.page.waitForURL(/\/signin\?return=%2Fconsole%2Fgroups$/, { timeout: 20_000 });
+    await tab.context.close();
+  }, 60_000);
+
   it('refuses cross-site requests: a form post, a fetch, the event stream and framing', async () => {
     const tab = await newTab(h);
     const { page } = tab;
