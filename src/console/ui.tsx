@@ -9,6 +9,7 @@ import type { Doc } from './api.js';
 
 // ---- routing -------------------------------------------------------------------------------
 
+// module-state: the views following the address bar of this page (one console per page).
 const listeners = new Set<() => void>();
 // module-state: whether the console has moved from the page it was opened on (focus follows moves only).
 let moved = false;
