@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { collectObjectCounts } from '../../src/metrics/collector.js';
 import { type Account, account, totpCode } from '../kit/index.js';
 import {
   HAVE_CHROMIUM,
@@ -144,7 +145,10 @@ describe.skipIf(!HAVE_CHROMIUM)('admin console views in headless Chromium', () =
     await open('Provisioning', 'Provisioning');
     await page.getByRole('heading', { name: 'Account changes' }).waitFor();
     await shot(page, 'console-provisioning');
+    // The collector's minute, now: its figures appear on the stream.
+    await collectObjectCounts(h.s.store);
     await open('Metrics', 'Metrics');
+    await page.getByText('Number of User objects', { exact: true }).waitFor({ timeout: 10_000 });
     await shot(page, 'console-metrics');
     await open('Settings', 'Settings');
     await page.getByLabel('Name', { exact: true }).fill('Example Corp');
