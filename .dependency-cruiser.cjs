@@ -7,7 +7,9 @@
  *   http: web < api
  *
  * The proxy (src/proxy) is a program of its own: it imports core, config and wire only, and only
- * the CLI imports it. Each rule's name and comment are what a failing `npm test` prints.
+ * the CLI imports it. The admin console (src/console) is browser code, bundled by
+ * scripts/build-console.mjs: it imports nothing of the service (it reaches it over HTTP only), and
+ * nothing of the service imports it. Each rule's name and comment are what a failing `npm test` prints.
  */
 const below = (...folders) => `^src/(${folders.join('|')})/`;
 const layer = (name, from, allowed, comment) => ({
@@ -64,12 +66,21 @@ module.exports = {
       'the service start-up (src/service) may import everything but the CLI and the proxy'),
     layer('proxy-is-its-own-program', '^src/proxy/', ['core', 'config', 'wire', 'proxy'],
       'the proxy reaches the service only over HTTP: it imports src/core, src/config and src/wire, nothing else of Gatehouse'),
+    layer('console-is-browser-code', '^src/console/', ['console'],
+      'the admin console (src/console) runs in the browser and reaches the service only through its public API: it imports nothing else of src/'),
+    {
+      name: 'only-the-build-bundles-the-console',
+      severity: 'error',
+      comment: 'no part of the service imports the console: it is bundled by scripts/build-console.mjs and served as files',
+      from: { path: '^src/', pathNot: '^src/console/' },
+      to: { path: '^src/console/' },
+    },
     {
       name: 'every-folder-has-a-layer',
       severity: 'error',
       comment:
         'a folder of src/ that no layer names is unchecked: add it to a layer in .dependency-cruiser.cjs and docs/architecture.md',
-      from: { path: '^src/', pathNot: `^src/(${[...SERVICE, 'cli', 'proxy'].join('|')})/` },
+      from: { path: '^src/', pathNot: `^src/(${[...SERVICE, 'cli', 'proxy', 'console'].join('|')})/` },
       to: {},
     },
     {

@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { ServiceContext } from '../store/context.js';
+import { registerConsoleRoutes } from '../web/console.js';
 import { registerWebRoutes } from '../web/routes.js';
 import { registerAuditRoutes } from './audit.js';
 import { registerAuthRoutes } from './auth.js';
@@ -30,6 +31,7 @@ export const registrars: Registrar[] = [
   registerGroupRoutes,
   registerAuthRoutes,
   registerWebRoutes,
+  registerConsoleRoutes,
   registerProxyBackchannel,
   registerEventRoutes,
   registerOidcRoutes,

@@ -51,6 +51,8 @@ const WRONG: [string, string, string][] = [
   ['proxy', 'objects', 'proxy-is-its-own-program'],
   ['proxy', 'store', 'proxy-is-its-own-program'],
   ['api', 'proxy', 'only-the-cli-starts-the-proxy'],
+  ['console', 'core', 'console-is-browser-code'],
+  ['web', 'console', 'only-the-build-bundles-the-console'],
   // A new folder is in no layer until the rules name it.
   ['newfeature', 'core', 'every-folder-has-a-layer'],
 ];
