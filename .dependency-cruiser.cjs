@@ -3,7 +3,7 @@
  * Layers, bottom first; a file may import its own layer and the layers below it, never above:
  *
  *   core, wire  <  config  <  schema  <  store  <  objects  <  features  <  http  <  service  <  cli
- *   features, bottom first: scripts < auth < groups < events, metrics, backchannel, oidc, directory, audit
+ *   features, bottom first: policy < scripts < auth < groups < events, metrics, backchannel, oidc, directory, audit
  *   http: web < api
  *
  * The proxy (src/proxy) is a program of its own: it imports core, config and wire only, and only
@@ -23,7 +23,8 @@ const CONFIG = [...CORE, 'config'];
 const SCHEMA = [...CONFIG, 'schema'];
 const STORE = [...SCHEMA, 'store'];
 const OBJECTS = [...STORE, 'wire', 'objects'];
-const SCRIPTS = [...OBJECTS, 'scripts'];
+const POLICY = [...OBJECTS, 'policy'];
+const SCRIPTS = [...POLICY, 'scripts'];
 const AUTH = [...SCRIPTS, 'auth'];
 const GROUPS = [...AUTH, 'groups'];
 const FEATURES = [...GROUPS, 'events', 'metrics', 'backchannel', 'oidc', 'directory', 'audit'];
@@ -45,6 +46,7 @@ module.exports = {
       'the store is generic: it knows the type interface (src/schema), never a concrete object type or a feature'),
     layer('objects-below-features', '^src/objects/', OBJECTS,
       'object types (src/objects) are data definitions: they import schema, store, core, config and wire, never a feature or HTTP'),
+    layer('policy-below-features', '^src/policy/', POLICY, 'src/policy (the decision point) sits below every other feature: it imports objects, store and below'),
     layer('scripts-below-auth', '^src/scripts/', SCRIPTS,
       'src/scripts (the sandbox and its hooks) sits below auth: it imports objects, store and below, never another feature or HTTP'),
     layer('auth-is-the-lowest-feature', '^src/auth/', AUTH,

@@ -1,7 +1,9 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { access } from '../auth/permissions.js';
 import { ApiError, ErrorCodes } from '../core/errors.js';
+import { requirePlannableName } from '../directory/changes.js';
 import { applyOp, loadGroup } from '../groups/lifecycle.js';
+import { AccountChange } from '../objects/accountchange.js';
 import { Membership } from '../objects/membership.js';
 import { Script } from '../objects/script.js';
 import { User } from '../objects/user.js';
@@ -67,6 +69,10 @@ export async function beforeObjectWrite(
   type: ObjectType,
   id: string | undefined,
 ): Promise<boolean> {
+  if (type === AccountChange) {
+    await accountChangeRules(ctx, req, id);
+    return false;
+  }
   if (type !== User || !(await hasScripts(ctx, 'user-write'))) return false;
   const body = req.body ?? {};
   const previous = id === undefined ? undefined : (await ctx.store.get(User, id))?.doc;
@@ -86,6 +92,23 @@ export async function beforeObjectWrite(
   if (Object.keys(set).length === 0) return false;
   req.body = { ...(body as Doc), ...set };
   return true;
+}
+
+/**
+ * The account rules for a change planned through the generic API (POST/PUT /accountchanges),
+ * as for every other way of planning one (src/directory/changes.ts): 409 when the name is another
+ * user's on the App. Belongs to the one write path's before-hooks (#23) once there is one.
+ */
+async function accountChangeRules(ctx: ServiceContext, req: FastifyRequest, id: string | undefined) {
+  const previous = id === undefined ? undefined : (await ctx.store.get(AccountChange, id))?.doc;
+  if (id !== undefined && !previous) return; // the store answers 404
+  let proposed: Doc;
+  try {
+    proposed = normalize(AccountChange.fields, req.body ?? {}, previous);
+  } catch {
+    return; // the store refuses the body with the same error
+  }
+  await requirePlannableName(ctx, proposed, id ?? '');
 }
 
 /** A membership a group-membership script made says so in its reason. */

@@ -7,6 +7,16 @@ import { type ObjectType, READ, READ_OPS } from '../schema/type.js';
  * (src/directory/, docs/directory.md). The ID is `<AppID>.<UserID>`: one account per user and
  * target, so applying the same change twice cannot make two.
  */
+/** The account a change is about: one per (target, user). */
+export const accountIdOf = (appId: string, userId: string) => `${appId}.${userId}`;
+
+/**
+ * Account names are unique per App (docs/directory.md, "Account rules"): the lookup key under
+ * which an account holds its name, without case (most targets treat names so, or may).
+ */
+export const ACCOUNT_NAME_KEY = 'AppName';
+export const accountNameKey = (appId: string, name: string) => `${appId}\n${name.toLowerCase()}`;
+
 export const Account: ObjectType = {
   kind: 'Account',
   path: 'accounts',
@@ -25,4 +35,9 @@ export const Account: ObjectType = {
     LastChangeID: f.string({ maxLength: 64, doc: 'The AccountChange applied last' }),
     UpdateTime: f.timestamp({ doc: 'When a change was last applied' }),
   },
+  // A second account of a name on one App fails in the store (409), whoever writes it.
+  lookupKeys: (doc): Record<string, string> =>
+    typeof doc.Name === 'string' && doc.Name !== '' && typeof doc.AppID === 'string'
+      ? { [ACCOUNT_NAME_KEY]: accountNameKey(doc.AppID, doc.Name) }
+      : {},
 };

@@ -1,6 +1,7 @@
 import { ApiError } from '../core/errors.js';
 import { f } from '../schema/fields.js';
 import { ALL_OPS, FULL, type ObjectType, READ } from '../schema/type.js';
+import { accountIdOf } from './account.js';
 
 export const ACCOUNT_ACTIONS = ['create', 'modify', 'disable', 'delete'] as const;
 export const CHANGE_STATES = [
@@ -63,6 +64,15 @@ export const AccountChange: ObjectType = {
       ? { Applying: doc.AccountID }
       : {},
   prepare(ctx) {
+    // Every change names its account, whoever made it, so the Applying key above holds for all.
+    const editable = ctx.isCreate || ctx.previous?.State === 'planned';
+    if (
+      editable &&
+      typeof ctx.doc.AppID === 'string' &&
+      ctx.doc.AppID !== '' &&
+      typeof ctx.doc.UserID === 'string'
+    )
+      ctx.doc.AccountID = ctx.doc.UserID === '' ? '' : accountIdOf(ctx.doc.AppID, ctx.doc.UserID);
     if (ctx.isCreate) {
       ctx.doc.CreatedBy = ctx.actor?.userId ?? '';
       return;
