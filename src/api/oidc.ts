@@ -196,6 +196,11 @@ export async function registerOidcRoutes(app: FastifyInstance, ctx: ServiceConte
           String(details.params.redirect_uri ?? ''),
         );
       }
+      case 'refused':
+        return finish(reply, p, req, {
+          error: 'access_denied',
+          error_description: 'this application is not open to the signed-in user',
+        });
       default:
         return finish(reply, p, req, {
           error: 'access_denied',

@@ -21,6 +21,12 @@ export interface ReportedLocation {
 export interface CountedFor {
   level?: number;
   location?: ReportedLocation;
+  /**
+   * No browser is present to report a position (the OpenID provider's token and userinfo
+   * endpoints): the group's LocationRegions were checked when the person signed in to the App,
+   * with the session's position, and are not checked again; the level still is.
+   */
+  locationChecked?: boolean;
   now?: number;
 }
 
@@ -48,7 +54,8 @@ export function locationHolds(group: Doc, at: ReportedLocation | undefined): boo
 export function membershipCountsIn(group: Doc, m: Doc | undefined, at: CountedFor = {}): boolean {
   if (m?.State !== 'active' || membershipOverdue(group, m, at.now)) return false;
   if (at.level === undefined) return true;
-  return at.level >= Number(group.IntegrityLevel ?? 0) && locationHolds(group, at.location);
+  if (at.level < Number(group.IntegrityLevel ?? 0)) return false;
+  return at.locationChecked === true || locationHolds(group, at.location);
 }
 
 /** membershipCountsIn, reading the group and the membership. A missing group counts for nothing. */
