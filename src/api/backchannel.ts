@@ -2,6 +2,7 @@ import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { authenticateApiKey, userUsable } from '../auth/apikeys.js';
 import { hasAnyScope } from '../auth/permissions.js';
+import { signingInFor } from '../auth/session/complete.js';
 import { membershipsAdapter, sessionsAdapter } from '../backchannel/adapters.js';
 import { issueCode, redeemCode } from '../backchannel/codes.js';
 import { countingGroups } from '../backchannel/groups.js';
@@ -355,6 +356,8 @@ export function registerProxyBackchannel(app: FastifyInstance, ctx: ServiceConte
     const s = await sessions.current(req, ctx);
     reply.header('Cache-Control', 'no-store');
     if (!s || s.userId === '') {
+      // Every step of this sign-in applies the App's AccessGroups (the one sign-in completion).
+      await signingInFor(req, reply, ctx, a.id);
       // Sign-in pages on this service come back to the path: no Host or X-Forwarded-* in the URL.
       const here = (await signinBase(ctx)).startsWith('/')
         ? req.url

@@ -6,6 +6,7 @@ import { encryptSecret } from '../auth/factors/secrets.js';
 import { signIntent } from '../auth/intents.js';
 import { hasAnyScope } from '../auth/permissions.js';
 import { intentDevice } from '../auth/session/authenticator.js';
+import { signingInFor } from '../auth/session/complete.js';
 import { setSessionCookie } from '../auth/session/cookies.js';
 import { endRequestSession, pendingCookies, requestSession } from '../auth/session/sessions.js';
 import { ApiError } from '../core/errors.js';
@@ -158,11 +159,12 @@ export async function registerOidcRoutes(app: FastifyInstance, ctx: ServiceConte
     const tenant = await tenantName(ctx);
     switch (step.kind) {
       case 'signin': {
-        const st = await requestSession(req, ctx);
+        // Every step of this sign-in applies the App's AccessGroups (the one sign-in completion).
+        const signing = await signingInFor(req, reply, ctx, clientId);
         const intent = await signIntent(ctx, {
-          sid: st.session?.id ?? '',
-          did: intentDevice(st.deviceId ?? st.session?.deviceId),
-          uid: st.session?.userId ?? '',
+          sid: signing.id,
+          did: intentDevice(signing.deviceId),
+          uid: signing.userId,
           method: 'GET',
           path: interactionPath(uid),
           lvl: step.need,

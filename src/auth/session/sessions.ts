@@ -29,6 +29,11 @@ export interface SessionData {
   ScriptLevel?: number;
   /** The script's reason for ScriptLevel, shown to the person (AuthResponse.Reason). */
   ScriptReason?: string;
+  /**
+   * The App this sign-in is for (an OpenID client's authorization or a proxy's sign-in started
+   * it): every step applies the App's AccessGroups (complete.ts).
+   */
+  SignInApp?: string;
 }
 
 export interface Session {
