@@ -2,7 +2,7 @@ import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { tenantDoc } from '../auth/integrity.js';
 import { ApiError } from '../core/errors.js';
 import { nowStamp } from '../groups/lifecycle.js';
-import { Account, accountIdOf } from '../objects/account.js';
+import { Account, accountIdOf, deriveAccountName } from '../objects/account.js';
 import { AccountChange } from '../objects/accountchange.js';
 import { AccountChangePlan } from '../objects/accountchangeplan.js';
 import { App } from '../objects/app.js';
@@ -16,7 +16,7 @@ import { generatePassword, openPassword, readyPasswordKey, sealPassword } from '
 import { type ChangeOp, type ChangeRole, changeTarget, planTarget } from './states.js';
 import { allOf, eq } from './store.js';
 
-export { accountIdOf };
+export { accountIdOf, deriveAccountName };
 
 /** Lease bounds (seconds): a claim asks for one in this range; 300 when it does not say. */
 export const LEASE_DEFAULT_S = 300;
@@ -146,13 +146,6 @@ async function accountNameFor(ctx: ServiceContext, change: Doc, app: Doc): Promi
   if (account?.doc.Name) return String(account.doc.Name);
   const user = (await ctx.store.get(User, String(change.UserID)))?.doc ?? {};
   return deriveAccountName(user, app);
-}
-
-export function deriveAccountName(user: Doc, app: Doc): string {
-  const from = String((app.Accounts as Doc | undefined)?.NameFrom ?? 'UserName');
-  const local = String(user.Email ?? '').split('@')[0] ?? '';
-  const name = from === 'UserName' && user.UserName ? String(user.UserName) : local;
-  return name.toLowerCase();
 }
 
 /**

@@ -1,4 +1,4 @@
-import { f } from '../schema/fields.js';
+import { type Doc, f } from '../schema/fields.js';
 import { type ObjectType, READ, READ_OPS } from '../schema/type.js';
 
 /**
@@ -16,6 +16,14 @@ export const accountIdOf = (appId: string, userId: string) => `${appId}.${userId
  */
 export const ACCOUNT_NAME_KEY = 'AppName';
 export const accountNameKey = (appId: string, name: string) => `${appId}\n${name.toLowerCase()}`;
+
+/** The name an account gets when its change names none: as the App's Accounts.NameFrom says. */
+export function deriveAccountName(user: Doc, app: Doc): string {
+  const from = String((app.Accounts as Doc | undefined)?.NameFrom ?? 'UserName');
+  const local = String(user.Email ?? '').split('@')[0] ?? '';
+  const name = from === 'UserName' && user.UserName ? String(user.UserName) : local;
+  return name.toLowerCase();
+}
 
 export const Account: ObjectType = {
   kind: 'Account',

@@ -1,5 +1,13 @@
-import { ACCOUNT_NAME_KEY, Account, accountIdOf, accountNameKey } from '../objects/account.js';
+import {
+  ACCOUNT_NAME_KEY,
+  Account,
+  accountIdOf,
+  accountNameKey,
+  deriveAccountName,
+} from '../objects/account.js';
 import { AccountChange } from '../objects/accountchange.js';
+import { App } from '../objects/app.js';
+import { User } from '../objects/user.js';
 import type { Doc } from '../schema/fields.js';
 import type { ObjectType } from '../schema/type.js';
 import type { ServiceContext } from '../store/context.js';
@@ -56,13 +64,24 @@ export async function accountNameFree(
   if (keyed && keyed.id !== accountIdOf(appId, userId)) return taken;
   for await (const a of docsOf(ctx, Account, [eq('AppID', appId), eq('Name', name)]))
     if (a.UserID !== userId) return taken;
-  for await (const c of docsOf(ctx, AccountChange, [eq('AppID', appId), eq('AccountName', name)])) {
-    if (c.ID === changeId || c.UserID === userId || !reserving.includes(String(c.State))) continue;
-    if (c.Action === 'create' || c.Action === 'modify')
-      return deny(
-        'account.name-reserved',
-        `a pending change plans the name ${name} on App ${appId} for another user`,
-      );
+  const reserved = deny(
+    'account.name-reserved',
+    `a pending change plans the name ${name} on App ${appId} for another user`,
+  );
+  const pending = (c: Doc) =>
+    c.ID !== changeId &&
+    c.UserID !== userId &&
+    reserving.includes(String(c.State)) &&
+    (c.Action === 'create' || c.Action === 'modify');
+  for await (const c of docsOf(ctx, AccountChange, [eq('AppID', appId), eq('AccountName', name)]))
+    if (pending(c)) return reserved;
+  // Creates that name no account plan the name derived from their user, as the App says.
+  let app: Doc | undefined;
+  for await (const c of docsOf(ctx, AccountChange, [eq('AppID', appId), eq('AccountName', '')])) {
+    if (!pending(c) || c.Action !== 'create') continue;
+    app ??= (await ctx.store.get(App, appId))?.doc ?? {};
+    const user = (await ctx.store.get(User, String(c.UserID)))?.doc;
+    if (user && deriveAccountName(user, app).toLowerCase() === name.toLowerCase()) return reserved;
   }
   return allow('account.name-free', `no other account on App ${appId} is named ${name}`);
 }
