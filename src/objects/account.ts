@@ -10,13 +10,6 @@ import { type ObjectType, READ, READ_OPS } from '../schema/type.js';
 /** The account a change is about: one per (target, user). */
 export const accountIdOf = (appId: string, userId: string) => `${appId}.${userId}`;
 
-/**
- * Account names are unique per App (docs/directory.md, "Account rules"): the lookup key under
- * which an account holds its name, without case (most targets treat names so, or may).
- */
-export const ACCOUNT_NAME_KEY = 'AppName';
-export const accountNameKey = (appId: string, name: string) => `${appId}\n${name.toLowerCase()}`;
-
 /** The name an account gets when its change names none: as the App's Accounts.NameFrom says. */
 export function deriveAccountName(user: Doc, app: Doc): string {
   const from = String((app.Accounts as Doc | undefined)?.NameFrom ?? 'UserName');
@@ -43,9 +36,4 @@ export const Account: ObjectType = {
     LastChangeID: f.string({ maxLength: 64, doc: 'The AccountChange applied last' }),
     UpdateTime: f.timestamp({ doc: 'When a change was last applied' }),
   },
-  // A second account of a name on one App fails in the store (409), whoever writes it.
-  lookupKeys: (doc): Record<string, string> =>
-    typeof doc.Name === 'string' && doc.Name !== '' && typeof doc.AppID === 'string'
-      ? { [ACCOUNT_NAME_KEY]: accountNameKey(doc.AppID, doc.Name) }
-      : {},
 };

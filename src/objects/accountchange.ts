@@ -59,10 +59,20 @@ export const AccountChange: ObjectType = {
   },
   // One change at a time per account: a second claim for the same account fails inside the claim's
   // transaction (the key is taken), so agents never apply two changes of one account at once.
-  lookupKeys: (doc): Record<string, string> =>
-    doc.State === 'in_progress' && typeof doc.AccountID === 'string' && doc.AccountID !== ''
-      ? { Applying: doc.AccountID }
-      : {},
+  // Likewise one change at a time naming an account on an App (docs/directory.md, "Account rules"):
+  // two agents claiming creates of one name for two users cannot both be handed one.
+  lookupKeys: (doc): Record<string, string> => {
+    if (doc.State !== 'in_progress') return {};
+    const keys: Record<string, string> = {};
+    if (typeof doc.AccountID === 'string' && doc.AccountID !== '') keys.Applying = doc.AccountID;
+    if (
+      (doc.Action === 'create' || doc.Action === 'modify') &&
+      typeof doc.AccountName === 'string' &&
+      doc.AccountName !== ''
+    )
+      keys.Naming = `${String(doc.AppID)}\n${doc.AccountName.toLowerCase()}`;
+    return keys;
+  },
   prepare(ctx) {
     // Every change names its account, whoever made it, so the Applying key above holds for all.
     const editable = ctx.isCreate || ctx.previous?.State === 'planned';

@@ -1,10 +1,4 @@
-import {
-  ACCOUNT_NAME_KEY,
-  Account,
-  accountIdOf,
-  accountNameKey,
-  deriveAccountName,
-} from '../objects/account.js';
+import { Account, deriveAccountName } from '../objects/account.js';
 import { AccountChange } from '../objects/accountchange.js';
 import { App } from '../objects/app.js';
 import { User } from '../objects/user.js';
@@ -18,8 +12,8 @@ import { allow, type Decision, deny } from './decision.js';
  * The account rules (docs/directory.md, "Account rules"): an account name is unique per App, and
  * a name planned for one user's account on an App is not planned for another user's meanwhile.
  * Checked when a change is planned (any caller) and again when an agent claims it, so an agent is
- * never handed a second account of a name; Account's own lookup key (src/objects/account.ts)
- * refuses a second one in the store besides.
+ * never handed a second account of a name; AccountChange's Naming key (src/objects/accountchange.ts)
+ * makes two claims of one name at once fail inside the claim's transaction besides.
  */
 
 /** The rule names this file decides with. */
@@ -46,7 +40,7 @@ const eq = (field: string, value: string) => `${field} = ${JSON.stringify(value)
  * on the App has it (`account.name-unique`), or another user's pending create or modify change on
  * the App plans it (`account.name-reserved`; `changeId` is the change being checked itself;
  * `reserving` the states of changes that hold a name).
- * Names compare without case where the account's lookup key has it (every account written since).
+ * Names are compared as given and in lower case (derived names are lower case).
  */
 export async function accountNameFree(
   ctx: Pick<ServiceContext, 'store'>,
@@ -57,13 +51,6 @@ export async function accountNameFree(
   reserving: readonly string[] = RESERVING_WHEN_PLANNING,
 ): Promise<Decision> {
   if (name === '') return allow('account.name-free', 'no name is planned yet');
-  const key = accountNameKey(appId, name);
-  const taken = deny('account.name-unique', `App ${appId} already has an account named ${name}`);
-  // The lookup key finds the name in any case; the list finds accounts stored before the key was.
-  const keyed = await ctx.store.findByKey(Account, ACCOUNT_NAME_KEY, key);
-  if (keyed && keyed.id !== accountIdOf(appId, userId)) return taken;
-  for await (const a of docsOf(ctx, Account, [eq('AppID', appId), eq('Name', name)]))
-    if (a.UserID !== userId) return taken;
   const reserved = deny(
     'account.name-reserved',
     `a pending change plans the name ${name} on App ${appId} for another user`,
@@ -73,8 +60,10 @@ export async function accountNameFree(
     c.UserID !== userId &&
     reserving.includes(String(c.State)) &&
     (c.Action === 'create' || c.Action === 'modify');
-  for await (const c of docsOf(ctx, AccountChange, [eq('AppID', appId), eq('AccountName', name)]))
-    if (pending(c)) return reserved;
+  const spellings = [...new Set([name, name.toLowerCase()])];
+  for (const as of spellings)
+    for await (const c of docsOf(ctx, AccountChange, [eq('AppID', appId), eq('AccountName', as)]))
+      if (pending(c)) return reserved;
   // Creates that name no account plan the name derived from their user, as the App says.
   let app: Doc | undefined;
   for await (const c of docsOf(ctx, AccountChange, [eq('AppID', appId), eq('AccountName', '')])) {
@@ -83,5 +72,11 @@ export async function accountNameFree(
     const user = (await ctx.store.get(User, String(c.UserID)))?.doc;
     if (user && deriveAccountName(user, app).toLowerCase() === name.toLowerCase()) return reserved;
   }
+  // Accounts last: a change applied meanwhile has left the changes read above only after its
+  // account was written, so one of the two reads sees it.
+  const taken = deny('account.name-unique', `App ${appId} already has an account named ${name}`);
+  for (const as of spellings)
+    for await (const a of docsOf(ctx, Account, [eq('AppID', appId), eq('Name', as)]))
+      if (a.UserID !== userId) return taken;
   return allow('account.name-free', `no other account on App ${appId} is named ${name}`);
 }
