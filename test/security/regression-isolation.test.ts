@@ -130,6 +130,10 @@ describe.each(backends())('App isolation and account rules, regressions (%s)', (
         if (to.origin !== s.base || to.pathname.startsWith('/signin')) break;
         r = await b.req({ url: to.pathname + to.search });
       }
+      // Naming a member first, then the outsider (a new session for another user) changes nothing.
+      const insider = await account(s, { tag: 'insider' });
+      await member(staff, insider.id);
+      expect((await b.post('/auth/email', { email: insider.email })).statusCode).toBe(204);
       expect((await b.post('/auth/email', { email: outsider.email })).statusCode).toBe(204);
       const pw = await b.post('/auth/password', { password: PW });
       expect(pw.statusCode).toBe(403);
