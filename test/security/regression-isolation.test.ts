@@ -1,3 +1,4 @@
+import fc from 'fast-check';
 import * as client from 'openid-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AccountChange } from '../../src/objects/accountchange.js';
@@ -186,6 +187,104 @@ describe.each(backends())('App isolation and account rules, regressions (%s)', (
       expect(ok.json()).toMatchObject({ Satisfied: true });
       expect(await lastUsed(secret, staff.id)).not.toBe('0001-01-01T00:00:00Z');
     });
+  });
+
+  describe('App isolation at the access check, generated', () => {
+    type Standing = 'ok' | 'disabled' | 'merged';
+    interface Person {
+      id: string;
+      inAccess: boolean;
+      inOther: boolean;
+      standing: Standing;
+    }
+    let access: string;
+    let other: string;
+    const people: Person[] = [];
+    const tokens: Record<'open' | 'gated', string> = { open: '', gated: '' };
+
+    beforeAll(async () => {
+      access = await newGroup('gen-access');
+      other = await newGroup('gen-other');
+      for (const standing of ['ok', 'disabled', 'merged'] as const)
+        for (const inAccess of [false, true])
+          for (const inOther of [false, true]) {
+            const a = await account(s, { tag: `gen-${standing}` });
+            if (inAccess) await member(access, a.id);
+            if (inOther) await member(other, a.id);
+            if (standing === 'disabled') {
+              const u = await s.req({ url: `/users/${a.id}` });
+              await s.req({
+                method: 'PUT',
+                url: `/users/${a.id}`,
+                headers: { 'if-match': String(u.headers.etag) },
+                payload: { ...(u.json() as object), Disabled: true },
+              });
+            }
+            if (standing === 'merged') {
+              // Merged away into another user (left disabled, MergedInto set, memberships moved).
+              const into = await account(s, { tag: 'gen-into' });
+              expect(
+                (await s.req({ method: 'POST', url: `/users/${into.id}/merge`, payload: { From: a.id } }))
+                  .statusCode,
+              ).toBe(204);
+            }
+            people.push({ id: a.id, inAccess, inOther, standing });
+          }
+      for (const kind of ['open', 'gated'] as const) {
+        const a = await s.req({
+          method: 'POST',
+          url: '/apps',
+          payload: { Name: `gen-${kind}-${Date.now()}` },
+        });
+        const id = String(a.headers['x-id']);
+        if (kind === 'gated') await setApp(id, { AccessGroups: [access] });
+        tokens[kind] = (await s.req({ method: 'POST', url: `/apps/${id}/proxytoken` })).json()
+          .Token as string;
+      }
+    }, 60_000);
+
+    it('an answer only ever about a user the App serves; no use marked for anyone else', async () => {
+      const usedOf = async (p: Person) =>
+        Promise.all(
+          [access, other].map(
+            async (g) => (await s.req({ url: `/groups/${g}/members/${p.id}` })).json().LastUsed,
+          ),
+        );
+      await fc.assert(
+        fc.asyncProperty(
+          fc.integer({ min: 0, max: 11 }),
+          fc.constantFrom('open' as const, 'gated' as const),
+          fc.subarray(['access', 'other'] as const, { minLength: 1 }),
+          fc.constantFrom('and' as const, 'or' as const),
+          async (i, kind, asked, op) => {
+            const p = people[i] as Person;
+            const groups = asked.map((g) => (g === 'access' ? access : other));
+            const before = await usedOf(p);
+            const r = await s.req({
+              method: 'POST',
+              url: '/proxy/v1/accesscheck',
+              key: '',
+              headers: { authorization: `Bearer ${tokens[kind]}` },
+              payload: { UserID: p.id, Groups: groups, Op: op, Next: '' },
+            });
+            expect(r.statusCode, r.body).toBe(200);
+            // Merging leaves the source disabled and its memberships moved: it is in nothing.
+            const usable = p.standing === 'ok';
+            const served = usable && (kind === 'open' || p.inAccess);
+            const isIn = (g: 'access' | 'other') => usable && (g === 'access' ? p.inAccess : p.inOther);
+            const want = served && (op === 'or' ? asked.some(isIn) : asked.every(isIn));
+            expect(r.json().Satisfied).toBe(want);
+            if (!served) {
+              expect(r.json().Results.every((e: { Location?: string }) => e.Location === undefined)).toBe(
+                true,
+              );
+              expect(await usedOf(p)).toEqual(before);
+            }
+          },
+        ),
+        { numRuns: 40 },
+      );
+    }, 120_000);
   });
 
   // ---- finding 7: account names unique per App ---------------------------------------------------
