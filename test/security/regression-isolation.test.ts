@@ -20,6 +20,8 @@ import {
  * Findings 3, 5, 7 and 9 of issue #23, each as the attacker ran it, over HTTP against a real
  * service (the OpenID provider on a real port, since openid-client speaks HTTP): App isolation
  * (docs/security.md) and the account rules (docs/directory.md).
+ * Longer than ~400 lines on purpose: the findings share one service on a real port (slow to
+ * start), and each finding's attack reads on its own.
  */
 describe.each(backends())('App isolation and account rules, regressions (%s)', (backend) => {
   let s: OidcService;

@@ -38,6 +38,10 @@ import { addScript } from '../scripts/kit.js';
  * asking the completion would show it once the source is off. The location policy only lowers a
  * level (it refuses nothing), so there the session must not be authorized while it is on. A control
  * run per path (nothing denies) shows each driver does authorize.
+ * Longer than ~400 lines on purpose: one driver per factor around one service with every
+ * out-of-band fake (mail, phone, push, an upstream provider) it needs, generated into one matrix.
+ * Finding 4 of #23 is the rows "oauth2rp/otp/mobile/vouch is denied when the deny source is
+ * script": each ended authorized at level 2 before the completion.
  */
 
 const RP = 'id.example.com';
