@@ -41,7 +41,7 @@ import { addScript } from '../scripts/kit.js';
  * Longer than ~400 lines on purpose: one driver per factor around one service with every
  * out-of-band fake (mail, phone, push, an upstream provider) it needs, generated into one matrix.
  * Finding 4 of #23 is the rows "oauth2rp/otp/mobile/vouch is denied when the deny source is
- * script": each ended authorized at level 2 before the completion.
+ * script": each ended authorized (or raised) before the completion.
  */
 
 const RP = 'id.example.com';
