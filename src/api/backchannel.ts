@@ -1,6 +1,7 @@
 import { timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { authenticateApiKey, userUsable } from '../auth/apikeys.js';
+import { signingInFor } from '../auth/session/complete.js';
 import { membershipsAdapter, sessionsAdapter } from '../backchannel/adapters.js';
 import { issueCode, redeemCode } from '../backchannel/codes.js';
 import { countingGroups } from '../backchannel/groups.js';
@@ -8,11 +9,11 @@ import { type ProxySession, ports } from '../backchannel/hooks.js';
 import { issueProxyToken, recordProxy, tokenHash } from '../backchannel/tokens.js';
 import { ApiError } from '../core/errors.js';
 import { signinBase } from '../groups/check.js';
-import { membershipCounts } from '../groups/lifecycle.js';
 import { APIKey } from '../objects/apikey.js';
 import { App } from '../objects/app.js';
 import { User } from '../objects/user.js';
 import { VirtualHost } from '../objects/virtualhost.js';
+import { appMayConcern, appServesUser } from '../policy/apps.js';
 import { timestampMs } from '../schema/fields.js';
 import type { ServiceContext } from '../store/context.js';
 import { parseListQuery } from '../store/listquery.js';
@@ -77,9 +78,9 @@ async function identityOf(
 }
 
 /**
- * May this user use the App (App.AccessGroups: empty, everyone)? An access group counts as in an
- * access check: an active, not overdue membership at the group's IntegrityLevel, where `level`
- * is the session's (an API key has none: 0). Every identity handed to a proxy passes here.
+ * May this user use the App: the policy's one answer (src/policy/apps.ts, appServesUser): a
+ * usable user passing App.AccessGroups for this session (`level` the session's; an API key has
+ * none: 0). Every identity handed to a proxy passes here; 403 naming the rule otherwise.
  */
 async function requireAppAccess(
   ctx: ServiceContext,
@@ -88,13 +89,12 @@ async function requireAppAccess(
   level: number,
   location?: ProxySession['location'],
 ) {
-  const groups = Array.isArray(app.doc.AccessGroups) ? (app.doc.AccessGroups as string[]) : [];
-  if (groups.length === 0) return;
-  for (const g of groups) if (await membershipCounts(ctx, g, userId, level, location)) return;
-  throw new ApiError(
-    'Forbidden',
-    `this user may not use App ${app.id}: it is open to active members of its AccessGroups only`,
-  );
+  const d = await appServesUser(ctx, { ...app.doc, ID: app.id }, userId, {
+    level,
+    ...(location ? { location } : {}),
+  });
+  if (!d.Allowed)
+    throw new ApiError('Forbidden', `this user may not use App ${app.id}: ${d.Reason} (${d.Rule})`);
 }
 
 function body<T>(req: FastifyRequest, fields: Partial<Record<keyof T & string, 'string' | 'strings'>>): T {
@@ -247,7 +247,7 @@ export function registerProxyBackchannel(app: FastifyInstance, ctx: ServiceConte
   });
 
   app.post(`${BACKCHANNEL}/accesscheck`, open, async (req) => {
-    await proxyApp(req, ctx);
+    const a = await proxyApp(req, ctx);
     const b = body<AccessCheckRequest>(req, {
       UserID: 'string',
       Groups: 'strings',
@@ -267,6 +267,21 @@ export function registerProxyBackchannel(app: FastifyInstance, ctx: ServiceConte
         level = s.integrityLevel;
         location = s.location;
       }
+    }
+    // App isolation: an App asks only about users it serves (as it would hand their identity to
+    // its proxy); about anyone else it learns nothing (every group 403, no request page) and its
+    // question marks no use. The answer does not say which rule refused, not to tell a disabled
+    // user from one outside the AccessGroups.
+    const served = await appMayConcern(ctx, { ...a.doc, ID: a.id }, b.UserID, {
+      level: level ?? 0,
+      ...(location ? { location } : {}),
+    });
+    if (!served.Allowed) {
+      req.log.info({ app: a.id, rule: served.Rule }, 'access check refused: the App does not serve the user');
+      return {
+        Satisfied: false,
+        Results: [...new Set(b.Groups)].slice(0, 64).map((g) => ({ GroupID: g, StatusCode: 403 })),
+      };
     }
     // Without a configured sign-in URL, the access-request page is on this service as the proxy reaches it.
     const origin = `${req.protocol}://${req.host}`;
@@ -316,6 +331,8 @@ export function registerProxyBackchannel(app: FastifyInstance, ctx: ServiceConte
     const s = await sessions.current(req, ctx);
     reply.header('Cache-Control', 'no-store');
     if (!s || s.userId === '') {
+      // Every step of this sign-in applies the App's AccessGroups (the one sign-in completion).
+      await signingInFor(req, reply, ctx, a.id);
       // Sign-in pages on this service come back to the path: no Host or X-Forwarded-* in the URL.
       const here = (await signinBase(ctx)).startsWith('/')
         ? req.url

@@ -3,6 +3,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { InteractionResults, Provider } from 'oidc-provider';
 import { signIntent } from '../auth/intents.js';
 import { intentDevice } from '../auth/session/authenticator.js';
+import { signingInFor } from '../auth/session/complete.js';
 import { setSessionCookie } from '../auth/session/cookies.js';
 import { endRequestSession, pendingCookies, requestSession } from '../auth/session/sessions.js';
 import { ApiError } from '../core/errors.js';
@@ -157,11 +158,12 @@ export async function registerOidcRoutes(app: FastifyInstance, ctx: ServiceConte
     const tenant = await tenantName(ctx);
     switch (step.kind) {
       case 'signin': {
-        const st = await requestSession(req, ctx);
+        // Every step of this sign-in applies the App's AccessGroups (the one sign-in completion).
+        const signing = await signingInFor(req, reply, ctx, clientId);
         const intent = await signIntent(ctx, {
-          sid: st.session?.id ?? '',
-          did: intentDevice(st.deviceId ?? st.session?.deviceId),
-          uid: st.session?.userId ?? '',
+          sid: signing.id,
+          did: intentDevice(signing.deviceId),
+          uid: signing.userId,
           method: 'GET',
           path: interactionPath(uid),
           lvl: step.need,
@@ -195,6 +197,11 @@ export async function registerOidcRoutes(app: FastifyInstance, ctx: ServiceConte
           String(details.params.redirect_uri ?? ''),
         );
       }
+      case 'refused':
+        return finish(reply, p, req, {
+          error: 'access_denied',
+          error_description: 'this application is not open to the signed-in user',
+        });
       default:
         return finish(reply, p, req, {
           error: 'access_denied',

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { ApiError } from '../core/errors.js';
 import { enforce } from '../policy/decide.js';
-import { actionList, explainAction } from '../policy/explain.js';
+import { actionList, explainAction, explainAppUse } from '../policy/explain.js';
 import type { ServiceContext } from '../store/context.js';
 import { principalOf } from './objects.js';
 
@@ -12,6 +12,7 @@ type ExplainQuery = {
   id?: string;
   user?: string;
   app?: string;
+  level?: string;
 };
 
 const one = (v: unknown, name: string): string | undefined => {
@@ -36,6 +37,15 @@ export function registerPolicyRoutes(app: FastifyInstance, ctx: ServiceContext) 
       const kind = one(q.kind, 'kind');
       const id = one(q.id, 'id');
       return explainAction(ctx, { actor, action, ...(kind ? { kind } : {}), ...(id ? { id } : {}) });
+    }
+    const user = one(q.user, 'user');
+    const appId = one(q.app, 'app');
+    if (user !== undefined && appId !== undefined) {
+      const raw = one(q.level, 'level');
+      const level = raw === undefined ? undefined : Number(raw);
+      if (level !== undefined && !(Number.isInteger(level) && level >= 0 && level <= 4))
+        throw new ApiError('InvalidField', 'level must be a whole number from 0 to 4', { field: 'level' });
+      return explainAppUse(ctx, { user, app: appId, ...(level !== undefined ? { level } : {}) });
     }
     throw new ApiError('BadRequest', 'give actor and action (with kind and id), or user and app', {
       field: 'actor',

@@ -1,6 +1,7 @@
 import { timingSafeEqual } from 'node:crypto';
 import { ApiError } from '../core/errors.js';
 import { APIKey, hashApiKey } from '../objects/apikey.js';
+import { userUsable } from '../policy/users.js';
 import { timestampMs } from '../schema/fields.js';
 import type { Scope } from '../schema/type.js';
 import type { ObjectStore } from '../store/objects.js';
@@ -28,15 +29,11 @@ export function presentedKey(authorization: string | undefined, accessToken: unk
   return undefined;
 }
 
-/** Is the user allowed to act now (not disabled, not inside the suspension window)? */
-export function userUsable(doc: Record<string, unknown>, now = Date.now()): boolean {
-  if (doc.Disabled === true) return false;
-  const after = timestampMs(String(doc.SuspendAfter));
-  const before = timestampMs(String(doc.SuspendBefore));
-  if (Number.isFinite(after) && now >= after) return false;
-  if (Number.isFinite(before) && now < before) return false;
-  return true;
-}
+/**
+ * Is the user allowed to act now (not disabled, merged away or inside the suspension window)?
+ * The one rule, in the policy (src/policy/users.ts); re-exported for the callers here.
+ */
+export { userUsable };
 
 /** Resolves an API key to a principal, or throws 401. Looks up by hash: no plaintext is stored or compared. */
 export async function authenticateApiKey(store: ObjectStore, key: string): Promise<Principal> {

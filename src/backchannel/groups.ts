@@ -1,5 +1,5 @@
-import { membershipCounts } from '../groups/lifecycle.js';
 import { Membership } from '../objects/membership.js';
+import { membershipCounts } from '../policy/memberships.js';
 import type { ServiceContext } from '../store/context.js';
 import { parseListQuery } from '../store/listquery.js';
 
@@ -26,7 +26,7 @@ export async function countingGroups(ctx: ServiceContext, userId: string, level:
   const out: string[] = [];
   for (const g of candidates.sort()) {
     if (out.length >= MAX_IDENTITY_GROUPS) break;
-    if (await membershipCounts(ctx, g, userId, level)) out.push(g);
+    if (await membershipCounts(ctx, g, userId, { level })) out.push(g);
   }
   return out;
 }

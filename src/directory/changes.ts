@@ -2,19 +2,21 @@ import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { tenantDoc } from '../auth/integrity.js';
 import { ApiError } from '../core/errors.js';
 import { nowStamp } from '../groups/lifecycle.js';
-import { Account } from '../objects/account.js';
+import { Account, accountIdOf, deriveAccountName } from '../objects/account.js';
 import { AccountChange } from '../objects/accountchange.js';
 import { AccountChangePlan } from '../objects/accountchangeplan.js';
 import { App } from '../objects/app.js';
 import { User } from '../objects/user.js';
+import { accountNameFree, RESERVING_WHEN_CLAIMING } from '../policy/accounts.js';
+import { appMayConcern } from '../policy/apps.js';
+import type { Decision } from '../policy/decision.js';
 import { type Doc, timestampMs } from '../schema/fields.js';
 import type { ServiceContext } from '../store/context.js';
 import { generatePassword, openPassword, readyPasswordKey, sealPassword } from './passwords.js';
 import { type ChangeOp, type ChangeRole, changeTarget, planTarget } from './states.js';
 import { allOf } from './store.js';
 
-/** The account a change is about: one per (target, user). */
-export const accountIdOf = (appId: string, userId: string) => `${appId}.${userId}`;
+export { accountIdOf, deriveAccountName };
 
 /** Lease bounds (seconds): a claim asks for one in this range; 300 when it does not say. */
 export const LEASE_DEFAULT_S = 300;
@@ -53,6 +55,26 @@ export async function transitionChange(
   return (stored as { doc: Doc }).doc;
 }
 
+/** Actions that give an account a name (and need the App to serve its user). */
+const NAMING = new Set(['create', 'modify']);
+
+/**
+ * The account rules for a change being planned, by any caller (docs/directory.md, "Account
+ * rules"): a create or modify may not plan a name another user's account on the App has, or
+ * another user's pending change plans (the name derived as the App says when none is given).
+ * 409 naming the rule. `changeId`: the change itself, when it is being edited.
+ */
+export async function requirePlannableName(ctx: ServiceContext, change: Doc, changeId = ''): Promise<void> {
+  if (!NAMING.has(String(change.Action ?? ''))) return;
+  const appId = String(change.AppID ?? '');
+  const userId = String(change.UserID ?? '');
+  const app = (await ctx.store.get(App, appId))?.doc;
+  if (!app || userId === '') return; // the store refuses the reference
+  const name = await accountNameFor(ctx, change, app);
+  const d = await accountNameFree(ctx, appId, userId, name, changeId);
+  if (!d.Allowed) throw new ApiError('Conflict', `${d.Reason} (${d.Rule})`, { field: 'AccountName' });
+}
+
 /**
  * Creates changes as the service (suggest → plan, disable), approved at once when `approved` or
  * when the tenant does not require approval. Returns the created docs.
@@ -64,6 +86,7 @@ export async function createChanges(
 ): Promise<Doc[]> {
   const autoApprove = opts.approved === true || !(await needsApproval(ctx));
   const out: Doc[] = [];
+  for (const c of changes) await requirePlannableName(ctx, c);
   for (const c of changes) {
     const { obj } = await ctx.store.create(AccountChange, { ...c, PlanID: opts.planId ?? '' }, undefined, {
       userId: opts.by === 'system' ? '' : opts.by,
@@ -125,13 +148,6 @@ async function accountNameFor(ctx: ServiceContext, change: Doc, app: Doc): Promi
   return deriveAccountName(user, app);
 }
 
-export function deriveAccountName(user: Doc, app: Doc): string {
-  const from = String((app.Accounts as Doc | undefined)?.NameFrom ?? 'UserName');
-  const local = String(user.Email ?? '').split('@')[0] ?? '';
-  const name = from === 'UserName' && user.UserName ? String(user.UserName) : local;
-  return name.toLowerCase();
-}
-
 /**
  * Claims up to `max` changes of the agent's App for `leaseS` seconds. Each claim is one
  * transaction that re-reads the change: only an approved change, or one in progress whose lease
@@ -165,6 +181,13 @@ export async function claimChanges(
     if (claimed.length >= max) break;
     const id = String(c.ID);
     const name = await accountNameFor(ctx, c, app);
+    if (c.State === 'approved') {
+      const refused = await claimRefusal(ctx, { ...app, ID: appId }, c, name);
+      if (refused) {
+        await refuseChange(ctx, id, refused);
+        continue;
+      }
+    }
     const lease = randomBytes(32).toString('base64url');
     let password: string | undefined;
     const stored = await ctx.store
@@ -179,6 +202,9 @@ export async function claimChanges(
         const next: Doc = {
           ...doc,
           State: 'in_progress',
+          // Changes stored before every change named its account get it here, so the Applying
+          // key holds for them too: one change per account in progress, whoever made it.
+          AccountID: accountIdOf(String(doc.AppID), String(doc.UserID)),
           AccountName: doc.AccountName || name,
           AgentID: agentId,
           LeaseUntil: nowStamp(now + leaseS * 1000),
@@ -212,6 +238,44 @@ export async function claimChanges(
     });
   }
   return claimed;
+}
+
+/**
+ * Why an agent of the App may not be handed this change, if it may not: a create or modify for a
+ * user the App does not serve (App isolation: a user removed from its AccessGroups, disabled or
+ * merged keeps only disables and deletes flowing), or under a name another user's account on the
+ * App has, or another user's change being applied holds (account rules).
+ */
+async function claimRefusal(
+  ctx: ServiceContext,
+  app: Doc,
+  change: Doc,
+  name: string,
+): Promise<Decision | undefined> {
+  if (!NAMING.has(String(change.Action))) return undefined;
+  const userId = String(change.UserID ?? '');
+  const served = await appMayConcern(ctx, app, userId);
+  if (!served.Allowed) return served;
+  const free = await accountNameFree(
+    ctx,
+    String(change.AppID),
+    userId,
+    name,
+    String(change.ID),
+    RESERVING_WHEN_CLAIMING,
+  );
+  return free.Allowed ? undefined : free;
+}
+
+/** Cancels a change the policy refused (as the service), saying why in Error; left alone if it moved on. */
+async function refuseChange(ctx: ServiceContext, id: string, d: Decision) {
+  ctx.logger.warn({ change: id, rule: d.Rule }, `account change refused: ${d.Reason}`);
+  await transitionChange(ctx, id, 'cancel', 'system', 'system', (doc) => ({
+    ...doc,
+    Error: `refused (${d.Rule}): ${d.Reason}`.slice(0, 2048),
+  })).catch((e: unknown) => {
+    if (!(e instanceof ApiError && e.status === 409)) throw e;
+  });
 }
 
 const leaseHash = async (ctx: ServiceContext, id: string) =>

@@ -5,16 +5,9 @@ import { Group } from '../objects/group.js';
 import { Membership, membershipId } from '../objects/membership.js';
 import { TENANT_ID, Tenant } from '../objects/tenant.js';
 import { User } from '../objects/user.js';
+import { membershipCountsIn } from '../policy/memberships.js';
 import type { ServiceContext } from '../store/context.js';
-import {
-  applyOp,
-  expireIfDue,
-  expiryDue,
-  groupSettings,
-  locationCounts,
-  type ReportedLocation,
-  stateOf,
-} from './lifecycle.js';
+import { applyOp, expireIfDue, expiryDue, groupSettings, type ReportedLocation } from './lifecycle.js';
 
 /** One entry of an access-check result (spec "AccessCheck result"). */
 export interface CheckEntry {
@@ -120,11 +113,10 @@ export async function checkMembership(
       await expireIfDue(ctx, group, userId);
       m = await ctx.store.get(Membership, membershipId(gid, userId));
     }
+    // The one membership rule (src/policy/memberships.ts), as the App checks and the OpenID provider count.
     const ok =
       usable &&
-      stateOf(m?.doc) === 'active' &&
-      level >= group.IntegrityLevel &&
-      locationCounts(group, opts.location);
+      membershipCountsIn(g.doc, m?.doc, { level, ...(opts.location ? { location: opts.location } : {}) });
     if (ok) {
       results.push({ GroupID: gid, StatusCode: 200 });
       if (op === 'or') break;

@@ -5,6 +5,7 @@ import { Group } from '../objects/group.js';
 import { Membership, membershipId } from '../objects/membership.js';
 import { User } from '../objects/user.js';
 import { enforce } from '../policy/decide.js';
+import { membershipCounts } from '../policy/memberships.js';
 import { type Doc, normalizeTimestamp, timestampMs, ZERO_TIME } from '../schema/fields.js';
 import type { ServiceContext } from '../store/context.js';
 import type { StoredObject } from '../store/objects.js';
@@ -84,27 +85,6 @@ export async function requireUser(ctx: ServiceContext, userId: string): Promise<
   return u;
 }
 
-/**
- * Does the user's membership of the group count: active, not overdue, and `level` (the caller's
- * session integrity level) reaching the group's IntegrityLevel, as in an access check? Missing
- * group: false.
- */
-export async function membershipCounts(
-  ctx: ServiceContext,
-  groupId: string,
-  userId: string,
-  level: number,
-  location?: ReportedLocation,
-): Promise<boolean> {
-  if (groupId === '' || userId === '') return false;
-  const g = await ctx.store.get(Group, groupId);
-  if (!g) return false;
-  const group = groupSettings(g.doc);
-  if (level < group.IntegrityLevel || !locationCounts(group, location)) return false;
-  const m = await ctx.store.get(Membership, membershipId(groupId, userId));
-  return !!m && stateOf(m.doc) === 'active' && !expiryDue(group, m.doc);
-}
-
 /** A caller that acts as a person: user scope, admin scope or a signed-in session. */
 export const actsAsUser = (p: Principal) =>
   p.via === 'session' || p.scopes.has('user') || p.scopes.has('admin');
@@ -117,7 +97,7 @@ export async function isApprover(ctx: ServiceContext, p: Principal, group: Group
   // The approver group's membership grants this power only where it would pass an access check:
   // at the group's IntegrityLevel (API keys have none: level 0, failing closed as checks do).
   const level = p.via === 'session' ? (p.integrityLevel ?? 0) : 0;
-  return membershipCounts(ctx, group.ApproverGroup, p.userId, level);
+  return membershipCounts(ctx, group.ApproverGroup, p.userId, { level });
 }
 
 /** The roles the caller holds towards the membership of `userId` in `group` (see states.ts). */

@@ -1,4 +1,4 @@
-import { f } from '../schema/fields.js';
+import { type Doc, f } from '../schema/fields.js';
 import { type ObjectType, READ, READ_OPS } from '../schema/type.js';
 
 /**
@@ -7,6 +7,17 @@ import { type ObjectType, READ, READ_OPS } from '../schema/type.js';
  * (src/directory/, docs/directory.md). The ID is `<AppID>.<UserID>`: one account per user and
  * target, so applying the same change twice cannot make two.
  */
+/** The account a change is about: one per (target, user). */
+export const accountIdOf = (appId: string, userId: string) => `${appId}.${userId}`;
+
+/** The name an account gets when its change names none: as the App's Accounts.NameFrom says. */
+export function deriveAccountName(user: Doc, app: Doc): string {
+  const from = String((app.Accounts as Doc | undefined)?.NameFrom ?? 'UserName');
+  const local = String(user.Email ?? '').split('@')[0] ?? '';
+  const name = from === 'UserName' && user.UserName ? String(user.UserName) : local;
+  return name.toLowerCase();
+}
+
 export const Account: ObjectType = {
   kind: 'Account',
   path: 'accounts',

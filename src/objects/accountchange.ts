@@ -1,6 +1,7 @@
 import { ApiError } from '../core/errors.js';
 import { f } from '../schema/fields.js';
 import { ALL_OPS, FULL, type ObjectType, READ } from '../schema/type.js';
+import { accountIdOf } from './account.js';
 
 export const ACCOUNT_ACTIONS = ['create', 'modify', 'disable', 'delete'] as const;
 export const CHANGE_STATES = [
@@ -58,11 +59,30 @@ export const AccountChange: ObjectType = {
   },
   // One change at a time per account: a second claim for the same account fails inside the claim's
   // transaction (the key is taken), so agents never apply two changes of one account at once.
-  lookupKeys: (doc): Record<string, string> =>
-    doc.State === 'in_progress' && typeof doc.AccountID === 'string' && doc.AccountID !== ''
-      ? { Applying: doc.AccountID }
-      : {},
+  // Likewise one change at a time naming an account on an App (docs/directory.md, "Account rules"):
+  // two agents claiming creates of one name for two users cannot both be handed one.
+  lookupKeys: (doc): Record<string, string> => {
+    if (doc.State !== 'in_progress') return {};
+    const keys: Record<string, string> = {};
+    if (typeof doc.AccountID === 'string' && doc.AccountID !== '') keys.Applying = doc.AccountID;
+    if (
+      (doc.Action === 'create' || doc.Action === 'modify') &&
+      typeof doc.AccountName === 'string' &&
+      doc.AccountName !== ''
+    )
+      keys.Naming = `${String(doc.AppID)}\n${doc.AccountName.toLowerCase()}`;
+    return keys;
+  },
   prepare(ctx) {
+    // Every change names its account, whoever made it, so the Applying key above holds for all.
+    const editable = ctx.isCreate || ctx.previous?.State === 'planned';
+    if (
+      editable &&
+      typeof ctx.doc.AppID === 'string' &&
+      ctx.doc.AppID !== '' &&
+      typeof ctx.doc.UserID === 'string'
+    )
+      ctx.doc.AccountID = ctx.doc.UserID === '' ? '' : accountIdOf(ctx.doc.AppID, ctx.doc.UserID);
     if (ctx.isCreate) {
       ctx.doc.CreatedBy = ctx.actor?.userId ?? '';
       return;

@@ -1,10 +1,11 @@
 import type { Account, KoaContextWithOIDC } from 'oidc-provider';
 import { userUsable } from '../auth/apikeys.js';
 import { FACTOR_KINDS, Level } from '../auth/integrity.js';
-import { membershipCounts } from '../groups/lifecycle.js';
 import { iterateObjects } from '../groups/report.js';
 import { Membership } from '../objects/membership.js';
 import { User } from '../objects/user.js';
+import { appIdServesUser } from '../policy/apps.js';
+import { membershipCounts } from '../policy/memberships.js';
 import type { ServiceContext } from '../store/context.js';
 
 /** The session's integrity level (src/auth/integrity.ts) as an acr value, and back. */
@@ -38,7 +39,7 @@ export async function groupsOf(ctx: ServiceContext, userId: string, level: numbe
   });
   for await (const m of memberships) {
     const g = String(m.GroupID ?? '');
-    if (await membershipCounts(ctx, g, userId, level)) out.push(g);
+    if (await membershipCounts(ctx, g, userId, { level })) out.push(g);
     if (out.length >= 256) break;
   }
   return out.sort();
@@ -76,6 +77,17 @@ export function findAccountFor(ctx: ServiceContext) {
     const user = await ctx.store.get(User, id);
     if (!user || !userUsable(user.doc)) return undefined;
     const level = levelInContext(kctx, token);
+    // App isolation: the client's App must still serve the user, at every code exchange, refresh
+    // and userinfo call (a user removed from its AccessGroups after consent gets nothing more).
+    // Undefined here makes the token endpoint answer invalid_grant and userinfo invalid_token.
+    const clientId = kctx.oidc?.client?.clientId;
+    if (clientId !== undefined) {
+      const d = await appIdServesUser(ctx, clientId, id, { level, locationChecked: true });
+      if (!d.Allowed) {
+        ctx.logger.info({ client: clientId, rule: d.Rule }, `oidc: no account for the client: ${d.Reason}`);
+        return undefined;
+      }
+    }
     return {
       accountId: id,
       async claims(_use, scope) {

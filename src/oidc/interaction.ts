@@ -4,6 +4,7 @@ import { userUsable } from '../auth/apikeys.js';
 import { secretsKey } from '../auth/session/keys.js';
 import type { Session } from '../auth/session/sessions.js';
 import { User } from '../objects/user.js';
+import { appIdServesUser } from '../policy/apps.js';
 import type { Doc } from '../schema/fields.js';
 import type { ServiceContext } from '../store/context.js';
 import { acrOf, amrOf } from './account.js';
@@ -19,14 +20,17 @@ type Details = Awaited<ReturnType<Provider['interactionDetails']>>;
  *   and they sign in again;
  * - login: finish the login step with the session's user, level (acr) and factors (amr);
  * - consent: show the consent page;
- * - mismatch: the session's user is not the one the provider session signed in.
+ * - mismatch: the session's user is not the one the provider session signed in;
+ * - refused: the client's App does not serve the user (App isolation: src/policy/apps.ts), so
+ *   the request ends with access_denied before any login or consent.
  */
 export type Step =
   | { kind: 'signin'; need: number }
   | { kind: 'reauth' }
   | { kind: 'login'; result: InteractionResults }
   | { kind: 'consent'; user: Doc; scopes: string[] }
-  | { kind: 'mismatch' };
+  | { kind: 'mismatch' }
+  | { kind: 'refused'; reason: string };
 
 export async function nextStep(
   ctx: ServiceContext,
@@ -38,6 +42,11 @@ export async function nextStep(
   const user = s && s.userId !== '' ? await ctx.store.get(User, s.userId) : undefined;
   if (!s || !user || !userUsable(user.doc) || s.expireTime <= now || s.level < need)
     return { kind: 'signin', need };
+  const served = await appIdServesUser(ctx, String(details.params.client_id ?? ''), s.userId, {
+    level: s.level,
+    ...(s.data.Location ? { location: s.data.Location } : {}),
+  });
+  if (!served.Allowed) return { kind: 'refused', reason: served.Reason };
   if (details.prompt.name === 'login') {
     // A session begun after this request started is a fresh sign-in by definition.
     const fresh = s.createTime >= details.iat * 1000;

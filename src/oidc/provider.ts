@@ -16,6 +16,7 @@ import type { ServiceConfig } from '../config/index.js';
 import { parseListen } from '../config/setting.js';
 import { App } from '../objects/app.js';
 import { User } from '../objects/user.js';
+import { appIdServesUser } from '../policy/apps.js';
 import type { ServiceContext } from '../store/context.js';
 import { ACR_VALUES, findAccountFor, levelOfAcr } from './account.js';
 import { StoreAdapter } from './adapter.js';
@@ -83,8 +84,8 @@ export async function levelNeeded(
 /**
  * The provider's own sign-in state is a convenience; Gatehouse's session is the truth. Before any
  * authorization is answered from a provider session, the browser's Gatehouse session must still
- * exist, belong to the same user, that user must still be usable, and its level must reach the
- * client's; otherwise the login prompt runs again (and prompt=none fails with login_required).
+ * exist, belong to the same user, that user must still be usable and served by the client's App,
+ * and its level must reach the client's; otherwise the login prompt runs again (and prompt=none fails with login_required).
  */
 function gatehouseSessionCheck(ctx: ServiceContext) {
   return new interactionPolicy.Check(
@@ -103,6 +104,12 @@ function gatehouseSessionCheck(ctx: ServiceContext) {
       if (!user || !userUsable(user.doc)) return interactionPolicy.Check.REQUEST_PROMPT;
       const need = await levelNeeded(ctx, oidc.client?.clientId ?? '', oidc.params?.acr_values);
       if (s.level < need) return interactionPolicy.Check.REQUEST_PROMPT;
+      // The App must still serve the user (src/policy/apps.ts); the interaction then refuses.
+      const served = await appIdServesUser(ctx, oidc.client?.clientId ?? '', s.userId, {
+        level: s.level,
+        ...(s.data.Location ? { location: s.data.Location } : {}),
+      });
+      if (!served.Allowed) return interactionPolicy.Check.REQUEST_PROMPT;
       // The provider session says what its login proved: a client that needs more needs a new login.
       if ((levelOfAcr(oidc.session.acr) ?? 0) < need) return interactionPolicy.Check.REQUEST_PROMPT;
       return interactionPolicy.Check.NO_NEED_TO_PROMPT;

@@ -3,6 +3,8 @@ import { objectTypes } from '../objects/registry.js';
 import type { Actor } from './actor.js';
 import { all, type Decision, deny } from './decision.js';
 import {
+  appIsolation,
+  appServes,
   ceilingOnCreate,
   ceilingOnGroup,
   ceilingOnStored,
@@ -213,6 +215,20 @@ export const ACTIONS: Readonly<Record<string, Action>> = {
     effect: 'changes',
     target: 'Policy',
     rules: [scopes()],
+  },
+  'App.use': {
+    description:
+      'may the user use the App: sign in to it, pass its proxy, get tokens from its OpenID client (target: the App; the user in userId)',
+    effect: 'reads',
+    target: 'App',
+    rules: [appServes],
+  },
+  'App.learn-user': {
+    description:
+      "an App's own credential (proxy token, OpenID client, provisioning agent) learns about or acts on a user",
+    effect: 'reads',
+    target: 'User',
+    rules: [appIsolation],
   },
   'Policy.explain': {
     description: 'ask why a decision is what it is (GET /policy/explain)',

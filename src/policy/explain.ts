@@ -7,7 +7,7 @@ import { User } from '../objects/user.js';
 import type { Principal } from '../schema/principal.js';
 import type { Scope } from '../schema/type.js';
 import type { ServiceContext } from '../store/context.js';
-import { describeActor } from './actor.js';
+import { describeActor, SYSTEM } from './actor.js';
 import { ACTIONS, decide } from './decide.js';
 import type { Decision } from './decision.js';
 import type { Target } from './rules.js';
@@ -67,3 +67,14 @@ export const actionList = () =>
     Target: a.target,
     Rules: [...new Set(a.rules.map((r) => r.name))],
   }));
+
+/** GET /policy/explain?user=&app=: may this user use this App (at `level`, or by membership state alone)? */
+export async function explainAppUse(
+  ctx: Pick<ServiceContext, 'store'>,
+  q: { user: string; app: string; level?: number },
+): Promise<Decision & { Actor: string; Action: string }> {
+  if (!(await ctx.store.get(User, q.user)))
+    throw new ApiError('NotFound', `User ${q.user} does not exist`, { field: 'user' });
+  const d = await decide(ctx, SYSTEM, 'App.use', { kind: 'App', id: q.app, userId: q.user, level: q.level });
+  return { ...d, Actor: `user ${q.user}`, Action: 'App.use' };
+}

@@ -1,3 +1,4 @@
+import { App } from '../objects/app.js';
 import { objectTypes } from '../objects/registry.js';
 import { User } from '../objects/user.js';
 import type { Doc } from '../schema/fields.js';
@@ -6,6 +7,7 @@ import type { Op } from '../schema/type.js';
 import type { ServiceContext } from '../store/context.js';
 import { findWhere } from '../store/find.js';
 import { type Actor, isAppActor } from './actor.js';
+import { appIdServesUser, appMayConcern } from './apps.js';
 import { allow, type Decision, deny } from './decision.js';
 import { access } from './grants.js';
 import {
@@ -32,6 +34,8 @@ export interface Target {
   group?: Doc | undefined;
   /** Facts a feature established about the actor and target (e.g. `approver`: the actor approves the group). */
   facts?: Readonly<Record<string, boolean>> | undefined;
+  /** The integrity level of the session the question is asked for (App access); none: membership state only. */
+  level?: number | undefined;
 }
 
 export type PolicyContext = Pick<ServiceContext, 'store'>;
@@ -216,3 +220,21 @@ export const factOr = (fact: string, ...needed: string[]): Rule => ({
     );
   },
 });
+
+/** Does the App (the target) serve the user: standing, then its AccessGroups (src/policy/apps.ts). */
+export const appServes: Rule = {
+  name: 'app.access-groups',
+  check: (ctx, _actor, t) =>
+    appIdServesUser(ctx, t.id, t.userId ?? '', t.level === undefined ? {} : { level: t.level }),
+};
+
+/** An App's own credential may learn about, or act on, only the users its App serves. */
+export const appIsolation: Rule = {
+  name: 'app.isolation',
+  async check(ctx, actor, t) {
+    if (!isAppActor(actor)) return deny('app.isolation', "only an App's own credential asks this");
+    const app = await ctx.store.get(App, actor.appId);
+    if (!app) return deny('app.missing', `App ${actor.appId} does not exist`);
+    return appMayConcern(ctx, { ...app.doc, ID: app.id }, t.userId ?? t.id);
+  },
+};

@@ -1,4 +1,6 @@
+import { requirePlannableName } from '../directory/changes.js';
 import { applyOp, loadGroup } from '../groups/lifecycle.js';
+import { AccountChange } from '../objects/accountchange.js';
 import { Membership } from '../objects/membership.js';
 import { User } from '../objects/user.js';
 import { type Doc, normalize } from '../schema/fields.js';
@@ -24,6 +26,10 @@ export async function beforeObjectWrite(
   body: unknown,
   previous: Doc | undefined,
 ): Promise<Doc | undefined> {
+  if (type === AccountChange) {
+    await accountChangeRules(ctx, id, body, previous);
+    return undefined;
+  }
   if (type !== User || !(await hasScripts(ctx, 'user-write'))) return undefined;
   if (id !== undefined && !previous) return undefined; // the store answers 404
   let proposed: Doc;
@@ -40,6 +46,27 @@ export async function beforeObjectWrite(
   });
   if (Object.keys(set).length === 0) return undefined;
   return { ...(body as Doc), ...set };
+}
+
+/**
+ * The account rules for a change planned through the generic API (POST/PUT/PATCH /accountchanges):
+ * an account name is unique per App, so a change may not name one another user's account has, or
+ * another user's pending change reserves (docs/directory.md, "Account rules").
+ */
+async function accountChangeRules(
+  ctx: ServiceContext,
+  id: string | undefined,
+  body: unknown,
+  previous: Doc | undefined,
+) {
+  if (id !== undefined && !previous) return; // the store answers 404
+  let proposed: Doc;
+  try {
+    proposed = normalize(AccountChange.fields, body ?? {}, previous);
+  } catch {
+    return; // the store refuses the body with the same error
+  }
+  await requirePlannableName(ctx, proposed, id ?? '');
 }
 
 /** A membership a group-membership script made says so in its reason. */

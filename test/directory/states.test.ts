@@ -49,11 +49,19 @@ describe.each(backends())('the change and plan lifecycles through the API on %s'
   });
   afterAll(async () => s?.close());
 
+  let users = 0;
+  // Each change for a user of its own: one account has at most one change in progress (the
+  // Applying key), so forcing several changes of one account into in_progress would collide.
   const changeIn = async (state: ChangeState) => {
+    const u = await s.req({
+      method: 'POST',
+      url: '/users',
+      payload: { Email: `st${++users}-${w.tag}@example.com` },
+    });
     const r = await s.req({
       method: 'POST',
       url: '/accountchanges',
-      payload: { UserID: w.userId, AppID: w.appId, Action: 'create' },
+      payload: { UserID: String(u.headers['x-id']), AppID: w.appId, Action: 'create' },
     });
     const id = r.headers['x-id'] as string;
     await s.store.systemPut(AccountChange, id, (doc) => (doc ? { doc: { ...doc, State: state } } : null));

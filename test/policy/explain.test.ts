@@ -36,6 +36,31 @@ describe.each(backends())('asking the policy why on %s', { timeout: 120_000 }, (
     expect((await s.req({ url: '/policy/explain' })).statusCode).toBe(400);
   });
 
+  it('explains whether a user may use an App: its AccessGroups, then the membership', async () => {
+    const member = await account(s, { tag: 'mem' });
+    const outsider = await account(s, { tag: 'out' });
+    const g = await s.req({ method: 'POST', url: '/groups', payload: { Name: 'app-users' } });
+    const gid = String(g.headers['x-id']);
+    expect((await s.req({ method: 'POST', url: `/groups/${gid}/members/${member.id}` })).statusCode).toBe(
+      201,
+    );
+    const app = await s.req({ method: 'POST', url: '/apps', payload: { Name: 'wiki', AccessGroups: [gid] } });
+    const appId = String(app.headers['x-id']);
+    const yes = (await s.req({ url: `/policy/explain?user=${member.id}&app=${appId}` })).json();
+    expect(yes).toMatchObject({ Allowed: true, Rule: 'app.access-groups', Action: 'App.use' });
+    const no = (await s.req({ url: `/policy/explain?user=${outsider.id}&app=${appId}` })).json();
+    expect(no).toMatchObject({ Allowed: false, Rule: 'app.access-groups' });
+    expect(no.Reason).toContain(gid);
+    expect((await s.req({ url: `/policy/explain?user=${member.id}&app=nosuchapp` })).json()).toMatchObject({
+      Allowed: false,
+      Rule: 'app.missing',
+    });
+    expect((await s.req({ url: `/policy/explain?user=nosuchuser&app=${appId}` })).statusCode).toBe(404);
+    expect((await s.req({ url: `/policy/explain?user=${member.id}&app=${appId}&level=9` })).statusCode).toBe(
+      400,
+    );
+  });
+
   it('is for administrators only', async () => {
     const sync = await s.keyFor(['sync', 'audit']);
     const r = await s.req({ url: `/policy/explain?actor=${s.adminId}&action=User.update`, key: sync });

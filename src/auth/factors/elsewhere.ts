@@ -1,6 +1,7 @@
 import { ApiError } from '../../core/errors.js';
 import type { ServiceContext } from '../../store/context.js';
-import { mutateSession } from '../session/sessions.js';
+import { completeSignIn } from '../session/complete.js';
+import { mutateSession, sessionById } from '../session/sessions.js';
 
 /**
  * An approval given on another device (an e-mail link opened, a phone's push approved) proves
@@ -15,6 +16,10 @@ export async function proveForAskingSession(
   factor: string,
   ended: string,
 ): Promise<void> {
+  const asking = await sessionById(ctx, sessionId);
+  if (!asking || asking.userId !== userId) throw new ApiError('SessionConflict', ended);
+  // The one sign-in completion, for the session that asked (its own client for the scripts).
+  const checked = await completeSignIn(ctx, asking, { factor });
   const raised = await mutateSession(
     ctx,
     sessionId,
@@ -24,7 +29,7 @@ export async function proveForAskingSession(
         : {
             ...cur,
             factors: cur.factors.includes(factor) ? cur.factors : [...cur.factors, factor],
-            data: { ...cur.data, RotatePending: true },
+            data: { ...cur.data, ...checked, RotatePending: true },
           },
     { rotate: false },
   );

@@ -2,14 +2,14 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError } from '../../core/errors.js';
 import { User } from '../../objects/user.js';
 import type { Doc } from '../../schema/fields.js';
-import { signInDecision } from '../../scripts/hooks.js';
 import type { ServiceContext } from '../../store/context.js';
 import type { StoredObject } from '../../store/objects.js';
 import { userUsable } from '../apikeys.js';
-import { type FactorKind, Level, levelOf, provenLevel } from '../integrity.js';
+import { type FactorKind, Level, provenLevel } from '../integrity.js';
 import { type Intent, verifyIntent } from '../intents.js';
 import { EMAIL_LOOKUP, takeRequest } from '../ratelimit.js';
 import { intentDevice } from '../session/authenticator.js';
+import { completeSignIn } from '../session/complete.js';
 import {
   mutateRequestSession,
   replaceSession,
@@ -157,7 +157,11 @@ export async function proven(
   name: string,
   data?: Partial<Session['data']>,
 ) {
-  const script = await scriptDecision(req, ctx, s, name);
+  // The one sign-in completion: standing, the App's AccessGroups, the scripts, location, level.
+  const script = await completeSignIn(ctx, s, {
+    factor: name,
+    client: { address: req.ip, userAgent: String(req.headers['user-agent'] ?? '') },
+  });
   const after = await mutateRequestSession(req, reply, ctx, s.id, (cur) => {
     if (cur.userId !== s.userId)
       throw new ApiError('Conflict', 'the session changed user during this step; retry');
@@ -175,30 +179,6 @@ export async function proven(
       await rememberDevice(ctx, after.userId, after.deviceId, secret);
   }
   return after;
-}
-
-/**
- * The sign-in scripts' decision on this proof (docs/scripts.md, "sign-in"): a denial refuses the
- * step (403 Script Denied, the script's reason as the message; the proof is not recorded), a
- * required level is kept on the session (ScriptLevel, enforced by the session authenticator).
- */
-async function scriptDecision(req: FastifyRequest, ctx: ServiceContext, s: Session, name: string) {
-  const user = await ctx.store.get(User, s.userId);
-  if (!user) throw new ApiError('Forbidden', 'this user may not sign in');
-  const factors = s.factors.includes(name) ? s.factors : [...s.factors, name];
-  const d = await signInDecision(ctx, {
-    User: user.doc,
-    Factor: name,
-    Factors: factors,
-    Level: levelOf(true, factors, s.data.BoostLevel ?? 0),
-    Address: req.ip,
-    UserAgent: String(req.headers['user-agent'] ?? '').slice(0, 512),
-  });
-  if (!d.allow) throw new ApiError('ScriptDenied', d.reason);
-  return {
-    ScriptLevel: d.requireLevel > 0 ? d.requireLevel : undefined,
-    ScriptReason: d.reason || undefined,
-  };
 }
 
 /** Who is answering a factor step, for regulation: the user, their hidden state, the device. */

@@ -14,6 +14,7 @@ import {
   tenantDoc,
 } from '../integrity.js';
 import { insufficientIntegrity } from '../session/authenticator.js';
+import { completeSignIn } from '../session/complete.js';
 import { deleteUserSessions, mutateRequestSession, requestSession } from '../session/sessions.js';
 
 /**
@@ -171,9 +172,22 @@ export async function credentialChanged(
   const { session } = await requestSession(req, ctx);
   if (!session) return;
   if (change.existing) await deleteUserSessions(ctx, change.userId, session.id);
-  if (change.enrolment)
-    await mutateRequestSession(req, reply, ctx, session.id, (cur) => ({
-      ...cur,
-      factors: cur.factors.includes(factor) ? cur.factors : [...cur.factors, factor],
-    }));
+  if (!change.enrolment) return;
+  // Counting the new factor is a sign-in step: the one completion decides. Refused, the factor
+  // stays enrolled (the change is stored) but this session does not count it as proven.
+  let checked: Awaited<ReturnType<typeof completeSignIn>>;
+  try {
+    checked = await completeSignIn(ctx, session, {
+      factor,
+      client: { address: req.ip, userAgent: String(req.headers['user-agent'] ?? '') },
+    });
+  } catch (e) {
+    if (e instanceof ApiError && e.status === 403) return;
+    throw e;
+  }
+  await mutateRequestSession(req, reply, ctx, session.id, (cur) => ({
+    ...cur,
+    factors: cur.factors.includes(factor) ? cur.factors : [...cur.factors, factor],
+    data: { ...cur.data, ...checked },
+  }));
 }

@@ -29,6 +29,11 @@ export interface SessionData {
   ScriptLevel?: number;
   /** The script's reason for ScriptLevel, shown to the person (AuthResponse.Reason). */
   ScriptReason?: string;
+  /**
+   * The App this sign-in is for (an OpenID client's authorization or a proxy's sign-in started
+   * it): every step applies the App's AccessGroups (complete.ts).
+   */
+  SignInApp?: string;
 }
 
 export interface Session {
@@ -311,10 +316,12 @@ async function startSession(
   ctx: Ctx,
   st: Awaited<ReturnType<typeof requestSession>>,
   userId: string,
+  carried: SessionData = {},
 ): Promise<Session> {
   const deviceId = st.deviceId ?? newDeviceId();
   if (!st.deviceId) setDeviceCookie(req, reply, deviceId);
-  const { session, token } = await createSession(ctx, { deviceId, userId, data: clientData(req) });
+  const data = { ...clientData(req), ...carried };
+  const { session, token } = await createSession(ctx, { deviceId, userId, data });
   setSessionCookie(req, reply, token);
   st.session = session;
   st.deviceId = deviceId;
@@ -329,8 +336,10 @@ export async function replaceSession(
   userId: string,
 ): Promise<Session> {
   const st = await requestSession(req, ctx);
+  // A sign-in for an App stays one when the person names another user (complete.ts).
+  const app = st.session?.data.SignInApp;
   if (st.session) await deleteSession(ctx, st.session.id);
-  return startSession(req, reply, ctx, st, userId);
+  return startSession(req, reply, ctx, st, userId, app ? { SignInApp: app } : {});
 }
 
 /** Saves the request's own session; a new token (level change) goes out in the cookie at once. */

@@ -3,6 +3,7 @@ import { User } from '../../../objects/user.js';
 import { provenLevel } from '../../integrity.js';
 import { verifyIntent } from '../../intents.js';
 import { intentDevice } from '../../session/authenticator.js';
+import { completeSignIn } from '../../session/complete.js';
 import { mutateSession, requestSession, sessionById } from '../../session/sessions.js';
 import { type Factor, FLOW } from '../factor.js';
 
@@ -60,6 +61,8 @@ export const boostFactor: Factor = {
         throw new ApiError('SessionConflict', "the intent's device is not the other session's device");
       if (target.id === me.id) throw new ApiError('SessionConflict', 'a session cannot raise itself');
       if (target.level < intent.lvl) {
+        // A level lent is a sign-in step too: the one completion, for the session raised.
+        const checked = await completeSignIn(ctx, target, { factor: '', floor: { BoostLevel: intent.lvl } });
         // The holder gets a new token at its next request (its level changed: fixation defence).
         const done = await mutateSession(
           ctx,
@@ -68,6 +71,7 @@ export const boostFactor: Factor = {
             ...cur,
             data: {
               ...cur.data,
+              ...checked,
               BoostLevel: Math.max(cur.data.BoostLevel ?? 0, intent.lvl),
               RotatePending: true,
             },

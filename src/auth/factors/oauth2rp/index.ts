@@ -16,6 +16,7 @@ import type { Doc } from '../../../schema/fields.js';
 import type { ServiceContext } from '../../../store/context.js';
 import { hasAnyScope } from '../../permissions.js';
 import { ownOrigin } from '../../session/authenticator.js';
+import { completeSignIn } from '../../session/complete.js';
 import {
   ensureSession,
   mutateRequestSession,
@@ -170,6 +171,17 @@ async function callback(req: FastifyRequest, reply: FastifyReply, ctx: ServiceCo
     session.userId === '' || session.userId === userId
       ? session
       : await replaceSession(req, reply, ctx, userId);
+  // The one sign-in completion, for the session as this sign-in leaves it.
+  const same = s.userId === userId;
+  const checked = await completeSignIn(
+    ctx,
+    { ...s, userId, factors: same ? s.factors : [] },
+    {
+      factor: FACTOR,
+      floor: { FederatedLevel: Math.max(same ? (s.data.FederatedLevel ?? 0) : 0, who.level) },
+      client: { address: req.ip, userAgent: String(req.headers['user-agent'] ?? '') },
+    },
+  );
   await mutateRequestSession(req, reply, ctx, s.id, (cur) => ({
     ...cur,
     userId,
@@ -179,6 +191,7 @@ async function callback(req: FastifyRequest, reply: FastifyReply, ctx: ServiceCo
         : [...(cur.userId === userId ? cur.factors : []), FACTOR],
     data: {
       ...cur.data,
+      ...checked,
       FederatedLevel: Math.max(cur.userId === userId ? (cur.data.FederatedLevel ?? 0) : 0, who.level),
     },
   }));

@@ -11,6 +11,7 @@ import { userUsable } from '../../apikeys.js';
 import { LEVEL_NAMES, Level, provenLevel } from '../../integrity.js';
 import { type RateLimit, takeRequest } from '../../ratelimit.js';
 import { insufficientIntegrity } from '../../session/authenticator.js';
+import { completeSignIn } from '../../session/complete.js';
 import { mutateSession, requestSession, type Session, sessionById } from '../../session/sessions.js';
 import { type Factor, FLOW, field, formIntent, formOf, identified } from '../factor.js';
 import { reachableLevel } from '../stepup.js';
@@ -311,6 +312,8 @@ export const vouchFactor: Factor = {
         typeof secret.SessionID === 'string' ? await sessionById(ctx, secret.SessionID) : undefined;
       if (!target || target.userId !== obj.doc.UserID)
         throw new ApiError('SessionConflict', "the requester's session has ended; they must ask again");
+      // The one sign-in completion for the requester's session, before the request is approved.
+      const checked = await completeSignIn(ctx, target, { factor: 'vouch', floor: { BoostLevel: level } });
       const current = await videoInfo(ctx, vouchOwner(obj.id));
       const doc = await transition(ctx, obj.id, 'approve', 'voucher', {
         check: (d) => {
@@ -334,6 +337,7 @@ export const vouchFactor: Factor = {
             factors: cur.factors.includes('vouch') ? cur.factors : [...cur.factors, 'vouch'],
             data: {
               ...cur.data,
+              ...checked,
               BoostLevel: Math.max(cur.data.BoostLevel ?? 0, level),
               RotatePending: true,
             },
