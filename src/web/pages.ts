@@ -6,8 +6,18 @@ import { MOBILE_ENROLL_CARD, MOBILE_MAIN, MOBILE_SIGNIN_FORM } from './mobileui.
 import { OTP_ENROLL_CARD, OTP_LINK_MAIN, OTP_SIGNIN_FORM } from './otp.js';
 import { PSTN_ENROLL_CARD, PSTN_SIGNIN_FORM } from './pstn.js';
 
-interface PageOpts {
-  page: 'signin' | 'enroll' | 'signout' | 'debug' | 'otp' | 'mobile';
+export interface PageOpts {
+  page:
+    | 'signin'
+    | 'enroll'
+    | 'signout'
+    | 'debug'
+    | 'otp'
+    | 'mobile'
+    | 'setup'
+    | 'error'
+    | 'groups'
+    | 'approvals';
   /** Extra head elements (the approvals app's manifest). */
   head?: string;
   title: string;
@@ -27,7 +37,8 @@ const when = (state: 'in' | 'out', signedIn: boolean) =>
 /** Marks the top bar's link to the page being shown (read out as "current page"). */
 const here = (o: PageOpts, page: PageOpts['page']) => (o.page === page ? ' aria-current="page"' : '');
 
-function layout(o: PageOpts): string {
+/** The frame of every page the service draws: head, the top bar with the account links, main, footer. */
+export function layout(o: PageOpts): string {
   return `<!doctype html>
 <html lang="en">
 <head>
@@ -44,7 +55,7 @@ ${ICON_LINKS}${o.head ?? ''}
 <header class="top">
   <span class="logo" aria-hidden="true"></span><span class="name">${esc(o.tenant)}</span>
   <nav aria-label="Account">
-    <a href="/signin" ${when('out', !!o.signedIn)}${here(o, 'signin')}>Sign in</a><a href="/signin/enroll" ${when('in', !!o.signedIn)}${here(o, 'enroll')}>Security settings</a><a href="/signin/debug"${here(o, 'debug')}>API explorer</a><a href="/signin/signout" ${when('in', !!o.signedIn)}${here(o, 'signout')}>Sign out</a>
+    <a href="/signin" ${when('out', !!o.signedIn)}${here(o, 'signin')}>Sign in</a><a href="/signin/enroll" ${when('in', !!o.signedIn)}${here(o, 'enroll')}>Security settings</a><a href="/signin/approvals" ${when('in', !!o.signedIn)}${here(o, 'approvals')}>Access requests</a><a href="/signin/debug"${here(o, 'debug')}>API explorer</a><a href="/signin/signout" ${when('in', !!o.signedIn)}${here(o, 'signout')}>Sign out</a>
   </nav>
 </header>
 <main${o.wide ? ' class="wide"' : ''}>

@@ -4,30 +4,22 @@ import { tenantDoc } from '../auth/integrity.js';
 import type { ServiceContext } from '../store/context.js';
 import { APP_JS } from './appjs.js';
 import { destinationName } from './destination.js';
+import { sendHtml } from './errorpage.js';
 import { FEDERATION_JS } from './federation.js';
 import { registerHomeRoutes } from './home.js';
 import { registerMobilePages } from './mobile.js';
 import { debugPage, enrollPage, otpLinkPage, signinPage, signoutPage } from './pages.js';
 import { safeReturnUrl } from './returnurl.js';
+import { registerSetupPage } from './setup.js';
 import { STYLE_CSS } from './style.js';
 import { registerVouchPages } from './vouch.js';
 import { WEBAUTHN_JS } from './webauthnjs.js';
 
-/** Pages allow only their own script and style; images may be data: URLs (the TOTP QR code). */
-export const PAGE_CSP =
-  "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
-  "form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+export { PAGE_CSP } from './errorpage.js';
 
 const OPTIONAL = { config: { auth: 'optional' as const } };
 
-function sendPage(reply: FastifyReply, html: string) {
-  reply.header('Content-Security-Policy', PAGE_CSP);
-  reply.header('X-Content-Type-Options', 'nosniff');
-  reply.header('X-Frame-Options', 'DENY');
-  reply.header('Referrer-Policy', 'no-referrer');
-  reply.header('Cache-Control', 'no-store');
-  return reply.code(200).type('text/html; charset=utf-8').send(html);
-}
+const sendPage = (reply: FastifyReply, html: string) => sendHtml(reply, 200, html);
 
 /** A session good enough for the pages (the tenant's read level): the top bar offers "Sign out". */
 const signedIn = (req: FastifyRequest) => req.principal?.via === 'session' && req.principal.userId !== '';
@@ -41,6 +33,7 @@ function query(req: FastifyRequest, name: string): string {
 export function registerWebRoutes(app: FastifyInstance, ctx: ServiceContext) {
   registerHomeRoutes(app, ctx); // GET / and the icon
   registerVouchPages(app, ctx); // /signin/vouch, /signin/vouch/:id
+  registerSetupPage(app, ctx); // /signin/setup: one-time sign-in URLs
   const asset = (body: string, type: string) => async (_req: FastifyRequest, reply: FastifyReply) => {
     reply.header('Cache-Control', 'public, max-age=300');
     reply.header('X-Content-Type-Options', 'nosniff');
