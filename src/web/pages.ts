@@ -28,6 +28,8 @@ export interface PageOpts {
   main: string;
   /** Whether the browser holds a signed-in session: decides the top bar's links (the script keeps it current). */
   signedIn?: boolean;
+  /** False when security keys cannot work with this configuration: the pages do not offer them. */
+  passkeys?: boolean;
 }
 
 /** Shown only while signed out (`out`) or in (`in`); app.js flips them when the state changes. */
@@ -51,7 +53,7 @@ ${ICON_LINKS}${o.head ?? ''}
 <script src="/signin/assets/webauthn.js" defer></script>
 <script src="/signin/assets/app.js" defer></script>
 </head>
-<body data-page="${o.page}" data-signed-in="${o.signedIn ? 'yes' : 'no'}" data-return="${esc(o.returnUrl ?? '')}" data-intent="${esc(o.intent ?? '')}">
+<body data-page="${o.page}"${o.passkeys === false ? ' data-passkeys="no"' : ''} data-signed-in="${o.signedIn ? 'yes' : 'no'}" data-return="${esc(o.returnUrl ?? '')}" data-intent="${esc(o.intent ?? '')}">
 <header class="top">
   <span class="logo" aria-hidden="true"></span><span class="name">${esc(o.tenant)}</span>
   <nav aria-label="Account">
@@ -85,6 +87,7 @@ export function signinPage(
   destination = tenant,
   signedIn = false,
   providers: readonly ProviderButton[] = [],
+  passkeys = true,
 ): string {
   return layout({
     page: 'signin',
@@ -93,6 +96,7 @@ export function signinPage(
     returnUrl,
     intent,
     signedIn,
+    passkeys,
     main: `
 <section class="card" aria-labelledby="h-signin">
   <h1 id="h-signin">Sign in</h1>
@@ -104,7 +108,7 @@ export function signinPage(
       <input id="email" name="email" type="email" autocomplete="username webauthn" required>
       <button type="submit" class="block">Continue</button>
     </form>
-    <button type="button" id="passkey-signin" class="secondary block" hidden>Sign in with a passkey</button>${providerButtons(providers)}
+    ${passkeys ? '<button type="button" id="passkey-signin" class="secondary block" hidden>Sign in with a passkey</button>' : ''}${providerButtons(providers)}
   </div>
   <div id="step-factors" hidden>
     <div class="who"><span><span id="who-label">Signing in as</span> <strong id="who-email"></strong></span>
@@ -135,16 +139,31 @@ export function signinPage(
   });
 }
 
+/** Security keys and passkeys on the settings page: offered only where they can work. */
+const U2F_ENROLL_CARD = `
+  <section class="card" aria-labelledby="h-u2f">
+    <h2 id="h-u2f">Security keys and passkeys <span id="st-u2f" class="badge"></span></h2>
+    <p class="muted">A hardware key (USB, NFC) or a passkey on this device: signs you in without a password, and cannot be phished.</p>
+    <ul id="keys" class="keys"></ul>
+    <form id="e-u2f">
+      <label for="key-name">Name of the new key</label>
+      <input id="key-name" maxlength="64" autocomplete="off" placeholder="e.g. Blue key">
+      <button type="submit">Add a security key or passkey</button>
+    </form>
+  </section>`;
+
 export function enrollPage(
   tenant: string,
   signedIn = false,
   providers: readonly ProviderButton[] = [],
+  passkeys = true,
 ): string {
   return layout({
     page: 'enroll',
     title: 'Security settings',
     tenant,
     signedIn,
+    passkeys,
     wide: true,
     main: `
 <h1>Security settings</h1>
@@ -186,16 +205,7 @@ export function enrollPage(
       </form>
     </div>
   </section>
-  <section class="card" aria-labelledby="h-u2f">
-    <h2 id="h-u2f">Security keys and passkeys <span id="st-u2f" class="badge"></span></h2>
-    <p class="muted">A hardware key (USB, NFC) or a passkey on this device: signs you in without a password, and cannot be phished.</p>
-    <ul id="keys" class="keys"></ul>
-    <form id="e-u2f">
-      <label for="key-name">Name of the new key</label>
-      <input id="key-name" maxlength="64" autocomplete="off" placeholder="e.g. Blue key">
-      <button type="submit">Add a security key or passkey</button>
-    </form>
-  </section>
+${passkeys ? U2F_ENROLL_CARD : ''}
   <section class="card" aria-labelledby="h-backup">
     <h2 id="h-backup">Backup codes</h2>
     <p class="muted">Ten single-use codes for when your other methods are not at hand. Generating new ones voids the old ones.</p>

@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { listProviders } from '../auth/factors/oauth2rp/provider.js';
+import { relyingParty } from '../auth/factors/u2f/credentials.js';
 import { tenantDoc } from '../auth/integrity.js';
 import type { ServiceContext } from '../store/context.js';
 import { APP_JS } from './appjs.js';
@@ -20,6 +21,30 @@ export { PAGE_CSP } from './errorpage.js';
 const OPTIONAL = { config: { auth: 'optional' as const } };
 
 const sendPage = (reply: FastifyReply, html: string) => sendHtml(reply, 200, html);
+
+/** Services (by their store) whose log already has the hint below: once per service, not per page. */
+const hinted = new WeakSet<object>();
+
+/**
+ * Can security keys and passkeys work here? Only with a relying party (a configured sign-in URL
+ * with a host name: src/auth/factors/u2f/credentials.ts). Without one the pages do not offer
+ * them, and the operator (not the person signing in) is told how to turn them on, in the log.
+ */
+async function passkeysOffered(ctx: ServiceContext): Promise<boolean> {
+  try {
+    await relyingParty(ctx);
+    return true;
+  } catch (e) {
+    if (!hinted.has(ctx.store)) {
+      hinted.add(ctx.store);
+      ctx.logger.warn(
+        { reason: (e as Error).message },
+        'security keys and passkeys are not offered on the sign-in pages: set server.signinurl (or Tenant.SigninURL) to the https URL of the sign-in pages, with a host name',
+      );
+    }
+    return false;
+  }
+}
 
 /** A session good enough for the pages (the tenant's read level): the top bar offers "Sign out". */
 const signedIn = (req: FastifyRequest) => req.principal?.via === 'session' && req.principal.userId !== '';
@@ -77,13 +102,19 @@ export function registerWebRoutes(app: FastifyInstance, ctx: ServiceContext) {
         destination,
         signedIn(req),
         await listProviders(ctx),
+        await passkeysOffered(ctx),
       ),
     );
   });
   app.get('/signin/enroll', OPTIONAL, async (req, reply) =>
     sendPage(
       reply,
-      enrollPage(String((await tenantDoc(ctx)).Name || 'Gatehouse'), signedIn(req), await listProviders(ctx)),
+      enrollPage(
+        String((await tenantDoc(ctx)).Name || 'Gatehouse'),
+        signedIn(req),
+        await listProviders(ctx),
+        await passkeysOffered(ctx),
+      ),
     ),
   );
   app.get('/signin/signout', OPTIONAL, async (req, reply) =>

@@ -9,7 +9,9 @@ export const WEBAUTHN_JS = String.raw`(function () {
   'use strict';
   var page = document.body.getAttribute('data-page');
   var intent = document.body.getAttribute('data-intent') || '';
-  var supported = !!(window.PublicKeyCredential && navigator.credentials);
+  // data-passkeys="no": this configuration has no relying party (no sign-in URL with a host name).
+  var supported = !!(window.PublicKeyCredential && navigator.credentials) &&
+    document.body.getAttribute('data-passkeys') !== 'no';
   function $(id) { return document.getElementById(id); }
 
   function toBuf(s) {
