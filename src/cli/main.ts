@@ -89,18 +89,19 @@ program
     await backupCommand(configFrom(opts), file);
   });
 
-program
-  .command('recover')
-  .description(
-    'Print a one-time sign-in URL where an active administrator chooses a new password (break-glass)',
-  )
-  .requiredOption('--email <address>', "the administrator's e-mail address")
-  .option('--database <location>', 'SQLite file or postgres:// URL')
-  .option('-C, --config <file>', 'settings file')
-  .action(async (opts: { email: string } & Record<string, unknown>) => {
-    const { recoverCommand } = await import('./service.js');
-    await recoverCommand(configFrom(opts), opts.email);
-  });
+// The serve flags too: the URL points where the service is reached (server.listen, publicurl, signinurl).
+settingFlags(
+  program
+    .command('recover')
+    .description(
+      'Print a one-time sign-in URL where an active administrator chooses a new password (break-glass)',
+    )
+    .requiredOption('--email <address>', "the administrator's e-mail address"),
+  serverSection,
+).action(async (opts: { email: string } & Record<string, unknown>) => {
+  const { recoverCommand } = await import('./service.js');
+  await recoverCommand(configFrom(opts), opts.email);
+});
 
 settingFlags(
   program
