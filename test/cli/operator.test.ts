@@ -283,6 +283,24 @@ describe('backups and file modes (SQLite)', () => {
   });
 });
 
+describe('backup with PostgreSQL', () => {
+  it('says to use pg_dump, with the URL but not its password, and writes nothing', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'gatehouse-pgbackup-'));
+    const r = runCli([
+      'backup',
+      join(dir, 'x.dump'),
+      '--database',
+      'postgres://gh:s3cret@db.internal:5432/gatehouse',
+    ]);
+    expect(r.code).toBe(1);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toContain('pg_dump --format=custom');
+    expect(r.stderr).toContain('db.internal:5432/gatehouse');
+    expect(r.stderr).not.toContain('s3cret');
+    expect(existsSync(join(dir, 'x.dump'))).toBe(false);
+  });
+});
+
 describe.each(backends())('migrate --status on %s', (backend) => {
   it('lists every migration, applied with its time, or pending', async () => {
     const { location, cleanup } = await freshLocation(backend);
