@@ -8,11 +8,16 @@ export const PAGE_CSP =
   "form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
 /** A page of the service, with the headers every page carries. */
-export function sendHtml(reply: FastifyReply, status: number, html: string) {
+export function sendHtml(
+  reply: FastifyReply,
+  status: number,
+  html: string,
+  referrer: 'no-referrer' | 'same-origin' = 'no-referrer',
+) {
   reply.header('Content-Security-Policy', PAGE_CSP);
   reply.header('X-Content-Type-Options', 'nosniff');
   reply.header('X-Frame-Options', 'DENY');
-  reply.header('Referrer-Policy', 'no-referrer');
+  reply.header('Referrer-Policy', referrer);
   reply.header('Cache-Control', 'no-store');
   return reply.code(status).type('text/html; charset=utf-8').send(html);
 }

@@ -52,10 +52,13 @@ async function page(
   signedIn = true,
 ) {
   const tenant = String((await tenantDoc(ctx)).Name || 'Gatehouse');
+  // Forms post back here: 'same-origin' keeps the Origin header the CSRF check needs.
+  const referrer = 'same-origin';
   return sendHtml(
     reply,
     status,
-    layout({ page: which, title, tenant, signedIn, wide: which === 'approvals', main }),
+    layout({ page: which, title, tenant, signedIn, wide: which === 'approvals', main, referrer }),
+    referrer,
   );
 }
 

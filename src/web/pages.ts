@@ -30,6 +30,11 @@ export interface PageOpts {
   signedIn?: boolean;
   /** False when security keys cannot work with this configuration: the pages do not offer them. */
   passkeys?: boolean;
+  /**
+   * 'same-origin' for pages whose plain forms post back here: under 'no-referrer' browsers send
+   * `Origin: null` with a form's post, and the CSRF check (same Origin) would refuse it.
+   */
+  referrer?: 'no-referrer' | 'same-origin';
 }
 
 /** Shown only while signed out (`out`) or in (`in`); app.js flips them when the state changes. */
@@ -46,7 +51,7 @@ export function layout(o: PageOpts): string {
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="referrer" content="no-referrer">
+<meta name="referrer" content="${o.referrer ?? 'no-referrer'}">
 <title>${esc(o.title)} · ${esc(o.tenant)}</title>
 ${ICON_LINKS}${o.head ?? ''}
 <link rel="stylesheet" href="/signin/assets/style.css">

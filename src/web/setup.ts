@@ -25,6 +25,7 @@ function setupPage(tenant: string, code: string, email: string, error = ''): str
     page: 'setup',
     title: 'Choose your password',
     tenant,
+    referrer: 'same-origin',
     main: `
 <section class="card" aria-labelledby="h-setup">
   <h1 id="h-setup">Choose your password</h1>
@@ -52,7 +53,12 @@ export function registerSetupPage(app: FastifyInstance, ctx: ServiceContext) {
     const code = String((req.query as Record<string, unknown>).code ?? '');
     const userId = await setupLinkUser(ctx, code);
     if (!userId) throw linkGone();
-    return sendHtml(reply, 200, setupPage(await tenantName(ctx), code, await emailOf(ctx, userId)));
+    return sendHtml(
+      reply,
+      200,
+      setupPage(await tenantName(ctx), code, await emailOf(ctx, userId)),
+      'same-origin',
+    );
   });
 
   app.post('/signin/setup', { config: { auth: 'none' } }, async (req, reply) => {
@@ -71,7 +77,12 @@ export function registerSetupPage(app: FastifyInstance, ctx: ServiceContext) {
     const userId = await setupLinkUser(ctx, code);
     if (!userId) throw linkGone();
     const retry = async (message: string) =>
-      sendHtml(reply, 400, setupPage(await tenantName(ctx), code, await emailOf(ctx, userId), message));
+      sendHtml(
+        reply,
+        400,
+        setupPage(await tenantName(ctx), code, await emailOf(ctx, userId), message),
+        'same-origin',
+      );
     if (password !== again) return retry('The two passwords are not the same. Please type them again.');
     try {
       await completeSetupLink(req, reply, ctx, code, password);

@@ -104,7 +104,7 @@ button.provider { border-color: var(--line); color: var(--ink); margin-top: .6re
 .card.flush { padding: 0; overflow-x: auto; }
 table.requests { width: 100%; border-collapse: collapse; font-size: .95rem; }
 table.requests th { text-align: left; font-size: .85rem; color: var(--muted); font-weight: 600; padding: .8rem 1rem; border-bottom: 1px solid var(--line); }
-table.requests td { padding: .8rem 1rem; border-bottom: 1px solid var(--line); vertical-align: top; overflow-wrap: anywhere; }
+table.requests td { padding: .8rem 1rem; border-bottom: 1px solid var(--line); vertical-align: top; overflow-wrap: break-word; }
 table.requests tr:last-child td { border-bottom: 0; }
 form.decide { min-width: 14rem; }
 form.decide .row { gap: .5rem; }
