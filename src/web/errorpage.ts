@@ -7,14 +7,22 @@ export const PAGE_CSP =
   "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
   "form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
+/**
+ * PAGE_CSP without form-action, for the access-request pages: their form's answer may redirect to
+ * the `next` URL on another origin (an allowed one: src/groups/check.ts), and Chromium applies
+ * form-action to the redirects after a form post too.
+ */
+const FORM_REDIRECT_CSP = PAGE_CSP.replace(" form-action 'self';", '');
+
 /** A page of the service, with the headers every page carries. */
 export function sendHtml(
   reply: FastifyReply,
   status: number,
   html: string,
   referrer: 'no-referrer' | 'same-origin' = 'no-referrer',
+  opts: { formRedirects?: boolean } = {},
 ) {
-  reply.header('Content-Security-Policy', PAGE_CSP);
+  reply.header('Content-Security-Policy', opts.formRedirects ? FORM_REDIRECT_CSP : PAGE_CSP);
   reply.header('X-Content-Type-Options', 'nosniff');
   reply.header('X-Frame-Options', 'DENY');
   reply.header('Referrer-Policy', referrer);

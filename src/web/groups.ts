@@ -59,6 +59,7 @@ async function page(
     status,
     layout({ page: which, title, tenant, signedIn, wide: which === 'approvals', main, referrer }),
     referrer,
+    { formRedirects: which === 'groups' },
   );
 }
 
