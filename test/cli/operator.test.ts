@@ -188,6 +188,72 @@ describe.each(backends())('the first administrator without curl, on %s', (backen
     }
   }, 120_000);
 
+  it('two posts racing with one link: exactly one is signed in', async () => {
+    const { location, cleanup } = await freshLocation(backend);
+    try {
+      const s = await start(['--database', location, '--listen', '127.0.0.1:0'], {
+        SVC_BOOTSTRAP_EMAIL: 'race@example.com',
+      });
+      const url = setupUrl(s.stdout()) as string;
+      const code = new URL(url).searchParams.get('code') as string;
+      const post = (password: string) =>
+        fetch(`${s.url}/signin/setup`, {
+          method: 'POST',
+          redirect: 'manual',
+          headers: { 'content-type': 'application/x-www-form-urlencoded' },
+          body: new URLSearchParams({ code, password }).toString(),
+        }).then((r) => r.status);
+      const statuses = await Promise.all(
+        Array.from({ length: 8 }, (_, i) => post(`racing pass phrase number ${i}`)),
+      );
+      expect(statuses.filter((x) => x === 303)).toHaveLength(1);
+      expect(statuses.filter((x) => x !== 303).every((x) => x === 410)).toBe(true);
+      const winner = statuses.indexOf(303);
+      expect((await signIn(s.url, 'race@example.com', `racing pass phrase number ${winner}`)).status).toBe(
+        204,
+      );
+      await s.stop();
+    } finally {
+      await cleanup();
+    }
+  }, 90_000);
+
+  it('the request log names method, url, status, ms and user, refused requests included', async () => {
+    const { location, cleanup } = await freshLocation(backend);
+    try {
+      const s = await start(['--database', location, '--listen', '127.0.0.1:0']);
+      const key = printedKey(s.stdout()) as string;
+      const me = (await (
+        await fetch(`${s.url}/users/me`, { headers: { authorization: `Bearer ${key}` } })
+      ).json()) as {
+        ID: string;
+      };
+      expect((await fetch(`${s.url}/users`)).status).toBe(401);
+      expect((await fetch(`${s.url}/users`, { headers: { authorization: 'Bearer gvnope' } })).status).toBe(
+        401,
+      );
+      expect(
+        (await fetch(`${s.url}/nothing-here`, { headers: { authorization: `Bearer ${key}` } })).status,
+      ).toBe(404);
+      await new Promise((r) => setTimeout(r, 200));
+      const lines = s
+        .stdout()
+        .split('\n')
+        .filter((l) => l.includes('"msg":"request"'))
+        .map((l) => JSON.parse(l) as Record<string, unknown>);
+      const line = (url: string, status: number) => lines.find((l) => l.url === url && l.status === status);
+      expect(line('/users/me', 200)).toMatchObject({ method: 'GET', user: me.ID });
+      expect(typeof line('/users/me', 200)?.ms).toBe('number');
+      const refused = lines.filter((l) => l.url === '/users' && l.status === 401);
+      expect(refused).toHaveLength(2);
+      for (const l of refused) expect(l.user).toBeNull();
+      expect(line('/nothing-here', 404)).toMatchObject({ method: 'GET', user: me.ID });
+      await s.stop();
+    } finally {
+      await cleanup();
+    }
+  }, 60_000);
+
   it('a short password keeps the link; a link scanner opening the URL spends nothing', async () => {
     const { location, cleanup } = await freshLocation(backend);
     try {
