@@ -221,6 +221,7 @@ async function sendError(e: ApiError, req: FastifyRequest, reply: FastifyReply, 
       message: e.message,
       requestId: String(req.id),
       signedIn: req.principal?.via === 'session' && req.principal.userId !== '',
+      path: redactUrl(req.url.split('?')[0] ?? ''),
     });
     return sendHtml(reply, e.status, html);
   }

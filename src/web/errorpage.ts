@@ -60,6 +60,8 @@ export interface ErrorPageOpts {
   message: string;
   requestId: string;
   signedIn: boolean;
+  /** The path asked for, redacted (a 404 names it instead of the API's message). */
+  path?: string;
 }
 
 /**
@@ -83,7 +85,7 @@ export function errorPage(o: ErrorPageOpts): string {
 <section class="card" aria-labelledby="h-error">
   <h1 id="h-error">${esc(title)}</h1>
   ${advice ? `<p class="lead">${esc(advice)}</p>` : ''}
-  <p class="alert error" id="error-message">${esc(o.message)}</p>
+  <p class="alert error" id="error-message">${o.status === 404 && o.path ? `Nothing is at <code>${esc(o.path)}</code>.` : esc(o.message)}</p>
   <p>${next}</p>
   <p class="muted">Error ${o.status} · ${esc(o.code)} · request <code id="error-request">${esc(o.requestId)}</code></p>
 </section>`,
