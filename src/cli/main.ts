@@ -8,12 +8,19 @@ import type { Setting } from '../config/setting.js';
 // Every command loads its program only when it runs (dynamic imports below): `gatehouse proxy` must
 // not load the service (Fastify, Kysely, the database drivers), as test/structure/modules.test.ts checks.
 
-/** package.json's version (src/cli/ and dist/cli/ are both two levels below package.json). */
+/**
+ * package.json's version (src/cli/ and dist/cli/ are both two levels below package.json). A build
+ * elsewhere (a test compiles the CLI into a folder of its own) has none: it says so rather than fail.
+ */
 function packageVersion(): string {
-  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
-    version?: unknown;
-  };
-  return String(pkg.version);
+  try {
+    const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
+      version?: unknown;
+    };
+    return typeof pkg.version === 'string' ? pkg.version : 'unknown';
+  } catch {
+    return 'unknown (no package.json beside this build)';
+  }
 }
 
 const program = new Command('gatehouse')
