@@ -10,6 +10,7 @@ import Fastify, {
 } from 'fastify';
 import { unauthenticated } from '../auth/apikeys.js';
 import { authenticate } from '../auth/authenticate.js';
+import { tenantDoc } from '../auth/integrity.js';
 import type { Principal } from '../auth/principal.js';
 import { splitList } from '../config/server.js';
 import { ApiError, type ErrorKind, isApiError } from '../core/errors.js';
@@ -18,6 +19,7 @@ import { fieldSegment, mayHoldUnstorable, unstorableAt } from '../core/text.js';
 import { limitUnusedBody } from '../core/unusedbody.js';
 import type { ServiceContext } from '../store/context.js';
 import { databaseDown, databaseUnavailable } from '../store/unavailable.js';
+import { errorPage, sendHtml, wantsHtml } from '../web/errorpage.js';
 import { WritePath } from '../writes/path.js';
 import { registrars } from './routes.js';
 
@@ -75,6 +77,8 @@ class RequestLog extends LogController {
         ip: req.ip,
         status: reply.statusCode,
         ms: Math.round(reply.elapsedTime * 10) / 10,
+        // Who asked, when known (an API key without a user, or no credentials: null), refused or not.
+        user: req.principal?.userId || null,
       },
       'request',
     );
@@ -189,7 +193,7 @@ export async function createServer(opts: ServerOptions): Promise<FastifyInstance
       e = new ApiError('Internal', 'internal error; the request id identifies it in the logs');
     }
     if (e.rule) req.refusedBy = e.rule;
-    return sendError(e, req, reply);
+    return sendError(e, req, reply, ctx);
   });
 
   app.setNotFoundHandler((req: FastifyRequest) => {
@@ -200,10 +204,33 @@ export async function createServer(opts: ServerOptions): Promise<FastifyInstance
   return app;
 }
 
-/** Every error answer: the ApiError's status, headers and X-Error-Code, and its JSON body. */
-function sendError(e: ApiError, req: FastifyRequest, reply: FastifyReply) {
+/**
+ * Every error answer: the ApiError's status, headers and X-Error-Code, and its JSON body; a
+ * browser navigating gets the same as a page (src/web/errorpage.ts). The page names the tenant
+ * unless the database is why the request failed (asking it again would only wait longer).
+ */
+async function sendError(e: ApiError, req: FastifyRequest, reply: FastifyReply, ctx?: ServiceContext) {
   for (const [k, v] of Object.entries(e.headers)) reply.header(k, v);
   reply.header('X-Error-Code', e.code);
+  if (wantsHtml(req)) {
+    const tenant =
+      ctx && e.status < 500
+        ? await tenantDoc(ctx).then(
+            (t) => String(t.Name || ''),
+            () => '',
+          )
+        : '';
+    const html = errorPage({
+      tenant: tenant || 'Gatehouse',
+      status: e.status,
+      code: e.code,
+      message: e.message,
+      requestId: String(req.id),
+      signedIn: req.principal?.via === 'session' && req.principal.userId !== '',
+      path: redactUrl(req.url.split('?')[0] ?? ''),
+    });
+    return sendHtml(reply, e.status, html);
+  }
   return reply
     .code(e.status)
     .type('application/json')

@@ -1,15 +1,31 @@
 #!/usr/bin/env node
+import { readFileSync } from 'node:fs';
 import { Command, Option } from 'commander';
-import { ConfigError, loadServiceConfig, serverSection } from '../config/index.js';
+import { ConfigError, loadServiceConfig, serverSection, unknownServiceEnv } from '../config/index.js';
 import { proxyFlagSettings } from '../config/proxy.js';
 import type { Setting } from '../config/setting.js';
 
 // Every command loads its program only when it runs (dynamic imports below): `gatehouse proxy` must
 // not load the service (Fastify, Kysely, the database drivers), as test/structure/modules.test.ts checks.
 
-const program = new Command('gatehouse').description(
-  'Identity and access management service with an access proxy',
-);
+/**
+ * package.json's version (src/cli/ and dist/cli/ are both two levels below package.json). A build
+ * elsewhere (a test compiles the CLI into a folder of its own) has none: it says so rather than fail.
+ */
+function packageVersion(): string {
+  try {
+    const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
+      version?: unknown;
+    };
+    return typeof pkg.version === 'string' ? pkg.version : 'unknown';
+  } catch {
+    return 'unknown (no package.json beside this build)';
+  }
+}
+
+const program = new Command('gatehouse')
+  .description('Identity and access management service with an access proxy')
+  .version(packageVersion(), '-V, --version', 'print the version and exit');
 
 /** Adds a flag for each setting of a section that has one, with its env variable and default in the help. */
 function settingFlags(cmd: Command, section: Record<string, Setting<unknown>>) {
@@ -38,6 +54,9 @@ function flagValues(opts: Record<string, unknown>, section: Record<string, Setti
 }
 
 function configFrom(opts: Record<string, unknown>) {
+  // A misspelt variable (SVC_SERVER_LISTN) would otherwise be ignored without a word.
+  for (const name of unknownServiceEnv(process.env))
+    process.stderr.write(`gatehouse: warning: ${name} is not a setting; ignored (check its spelling)\n`);
   return loadServiceConfig({
     file: typeof opts.config === 'string' ? opts.config : undefined,
     env: process.env,
@@ -55,13 +74,41 @@ settingFlags(
 
 program
   .command('migrate')
-  .description('Apply pending database migrations')
+  .description('Apply pending database migrations (creates the database if new)')
+  .option('--status', 'list the migrations, applied (with when) and pending, and apply none')
   .option('--database <location>', 'SQLite file or postgres:// URL')
   .option('-C, --config <file>', 'settings file')
   .action(async (opts: Record<string, unknown>) => {
     const { migrateCommand } = await import('./service.js');
-    await migrateCommand(configFrom(opts));
+    await migrateCommand(configFrom(opts), { status: opts.status === true });
   });
+
+program
+  .command('backup')
+  .description(
+    'Write a consistent copy of the SQLite database to <file>, also while the service runs (PostgreSQL: use pg_dump)',
+  )
+  .argument('<file>', 'where the copy goes (replaced if it exists)')
+  .option('--database <location>', 'SQLite file or postgres:// URL')
+  .option('-C, --config <file>', 'settings file')
+  .action(async (file: string, opts: Record<string, unknown>) => {
+    const { backupCommand } = await import('./service.js');
+    await backupCommand(configFrom(opts), file);
+  });
+
+// The serve flags too: the URL points where the service is reached (server.listen, publicurl, signinurl).
+settingFlags(
+  program
+    .command('recover')
+    .description(
+      'Print a one-time sign-in URL where an active administrator chooses a new password (break-glass)',
+    )
+    .requiredOption('--email <address>', "the administrator's e-mail address"),
+  serverSection,
+).action(async (opts: { email: string } & Record<string, unknown>) => {
+  const { recoverCommand } = await import('./service.js');
+  await recoverCommand(configFrom(opts), opts.email);
+});
 
 settingFlags(
   program
@@ -86,7 +133,7 @@ settingFlags(
 const apikey = program.command('apikey').description('Manage API keys directly in the database');
 apikey
   .command('create')
-  .description('Create an API key and print it (only the key) on stdout')
+  .description('Create an API key in an existing database and print it (only the key) on stdout')
   // The scopes are checked against SCOPES when the command runs (./service.js); a test holds this list to it.
   .requiredOption('--scope <scope...>', 'one or more scopes: user, audit, sync, admin')
   .option('--user <id>', 'the user the key acts for')

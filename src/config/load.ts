@@ -30,6 +30,7 @@ export function readConfigFile(path: string): Map<string, string> {
   } catch (e) {
     throw new ConfigError('-C', `cannot read ${path}: ${(e as Error).message}`);
   }
+  checkLines(path, text);
   const out = new Map<string, string>();
   const walk = (obj: Record<string, unknown>, prefix: string) => {
     for (const [k, v] of Object.entries(obj)) {
@@ -40,6 +41,50 @@ export function readConfigFile(path: string): Map<string, string> {
   };
   walk(parseIni(text), '');
   return out;
+}
+
+/**
+ * Every line of a settings file is blank, a comment (`;` or `#`), a `[section]` header or
+ * `key = value`. The INI parser would take anything else as a key of its own (`[server` became a
+ * setting named "[server"), so the file is checked first and a bad line stops start-up by number.
+ */
+function checkLines(path: string, text: string) {
+  const lines = text.split(/\r?\n/);
+  for (const [i, raw] of lines.entries()) {
+    const line = raw.trim();
+    if (line === '' || line.startsWith(';') || line.startsWith('#')) continue;
+    if (line.startsWith('[')) {
+      if (/^\[[^\]]+\]$/.test(line)) continue;
+      throw new ConfigError('-C', `${path} line ${i + 1}: ${JSON.stringify(raw)} is not a [section] header`);
+    }
+    const eq = line.indexOf('=');
+    if (eq > 0 && line.slice(0, eq).trim() !== '') continue;
+    throw new ConfigError(
+      '-C',
+      `${path} line ${i + 1}: ${JSON.stringify(raw)} is not "key = value", a [section] header or a comment`,
+    );
+  }
+}
+
+/**
+ * The environment variables that look like settings of these sections (`SVC_<SECTION>_<NAME>`)
+ * but are none: a misspelt variable would otherwise be ignored without a word. Start-up goes on
+ * (the variable may be meant for another program); the caller warns, naming each.
+ */
+export function unknownEnvSettings(
+  sections: Record<string, Record<string, Setting<unknown>>>,
+  env: NodeJS.ProcessEnv,
+): string[] {
+  const known = new Set<string>();
+  const prefixes = new Set<string>();
+  for (const section of Object.values(sections))
+    for (const s of Object.values(section)) {
+      known.add(s.env);
+      prefixes.add(`${s.env.split('_').slice(0, 2).join('_')}_`);
+    }
+  return Object.keys(env)
+    .filter((name) => !known.has(name) && [...prefixes].some((p) => name.startsWith(p)))
+    .sort();
 }
 
 /**

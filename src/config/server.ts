@@ -262,3 +262,33 @@ export const pushSection = {
     },
   }),
 };
+
+/** The longest a one-time sign-in URL of the first start or of `gatehouse recover` is good for. */
+export const SETUP_LINK_MAX_SECONDS = 3600;
+
+/**
+ * The `[bootstrap]` section: the first administrator. On the first start of an empty database the
+ * administrator gets `bootstrap.email`, and the service prints a one-time sign-in URL where that
+ * person chooses a password (`gatehouse recover` prints another later).
+ */
+export const bootstrapSection = {
+  email: str({
+    key: 'bootstrap.email',
+    env: 'SVC_BOOTSTRAP_EMAIL',
+    default: '',
+    description:
+      "The first administrator's e-mail address; with it the first start also prints a one-time sign-in URL",
+    validate(v) {
+      if (v !== '' && !/^[^\s@]+@[^\s@]+$/.test(v)) throw new Error('must be an e-mail address');
+    },
+  }),
+  linkseconds: int({
+    key: 'bootstrap.linkseconds',
+    env: 'SVC_BOOTSTRAP_LINKSECONDS',
+    default: SETUP_LINK_MAX_SECONDS,
+    min: 60,
+    max: SETUP_LINK_MAX_SECONDS,
+    description:
+      'Seconds a one-time sign-in URL (first start, gatehouse recover) stays good; at most one hour',
+  }),
+};

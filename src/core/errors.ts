@@ -24,6 +24,8 @@ export const ErrorCodes = {
   NotFound: { status: 404, code: 'Not Found' },
   MethodNotAllowed: { status: 405, code: 'Method Not Allowed' },
   NotAcceptable: { status: 406, code: 'Not Acceptable' },
+  /** A one-time sign-in URL (first start, `gatehouse recover`) that was used already or ran out. */
+  LinkExpired: { status: 410, code: 'Link Expired' },
   Conflict: { status: 409, code: 'Conflict' },
   /** A membership operation not allowed from the membership's current state (docs/groups.md). */
   InvalidTransition: { status: 409, code: 'Invalid Transition' },

@@ -16,3 +16,18 @@ export function checkHttpUrl(v: string): void {
   if (u.protocol !== 'http:' && u.protocol !== 'https:')
     throw new Error(`expected an http:// or https:// URL, got ${JSON.stringify(v)}`);
 }
+
+/**
+ * An https URL, or plain http to this machine (loopback), where a developer's or a test's server
+ * runs: what the service accepts for an upstream identity provider's endpoints.
+ */
+export function httpsOrLoopback(raw: string): boolean {
+  let u: URL;
+  try {
+    u = new URL(raw);
+  } catch {
+    return false;
+  }
+  if (u.protocol === 'https:') return true;
+  return u.protocol === 'http:' && ['127.0.0.1', '[::1]', 'localhost'].includes(u.hostname);
+}

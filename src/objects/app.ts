@@ -1,4 +1,5 @@
 import { ApiError } from '../core/errors.js';
+import { httpsOrLoopback } from '../core/url.js';
 import { checkOrigin, checkUrl, f } from '../schema/fields.js';
 import { ALL_OPS, type ObjectType, READ } from '../schema/type.js';
 import { checkRedirectUri } from './oidcclient.js';
@@ -140,6 +141,38 @@ export const App: ObjectType = {
       else ctx.secret.OAuth2ClientSecret = given;
     }
     const oauth2 = (ctx.doc.OAuth2 ?? {}) as Record<string, unknown>;
+    checkProvider(oauth2);
     ctx.doc.OAuth2 = { ...oauth2, HaveClientSecret: typeof ctx.secret.OAuth2ClientSecret === 'string' };
   },
 };
+
+const PROVIDER_URLS = ['Issuer', 'AuthorizeURL', 'TokenURL', 'UserInfoURL'] as const;
+
+/**
+ * An App's upstream-provider settings that could never work are refused when written, not found
+ * out at every sign-in (502): plain-http endpoints off this machine (the sign-in refuses them),
+ * and a plain OAuth 2.0 provider (no Issuer) without all three endpoints, the user-info one
+ * naming the user included. A client ID alone is allowed: the App is not a provider yet.
+ */
+function checkProvider(o: Record<string, unknown>) {
+  const text = (name: string) => (typeof o[name] === 'string' ? (o[name] as string) : '');
+  for (const name of PROVIDER_URLS) {
+    const v = text(name);
+    if (v !== '' && !httpsOrLoopback(v))
+      throw new ApiError(
+        'InvalidField',
+        `OAuth2.${name} must be an https URL (plain http only to this machine: 127.0.0.1, [::1], localhost)`,
+        { field: `OAuth2.${name}` },
+      );
+  }
+  if (text('Issuer') !== '') return;
+  const endpoints = ['AuthorizeURL', 'TokenURL', 'UserInfoURL'] as const;
+  const given = endpoints.filter((n) => text(n) !== '');
+  const missing = endpoints.filter((n) => text(n) === '');
+  if (given.length > 0 && missing.length > 0)
+    throw new ApiError(
+      'InvalidField',
+      `OAuth2.${missing[0]} is needed: a plain OAuth 2.0 provider (no Issuer) needs AuthorizeURL, TokenURL and UserInfoURL (the user-info endpoint names the user)`,
+      { field: `OAuth2.${missing[0]}` },
+    );
+}

@@ -1,17 +1,19 @@
 import { readFileSync } from 'node:fs';
+import { createServer as createNetServer } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { createServer } from '../api/server.js';
 import { pruneAuditBatch } from '../audit/trail.js';
-import type { ServiceConfig } from '../config/index.js';
+import { createSetupLink } from '../auth/setuplinks.js';
+import { ConfigError, type ServiceConfig } from '../config/index.js';
 import { parseListen } from '../config/setting.js';
 import { createLogger } from '../core/logger.js';
 import { startMetrics } from '../metrics/collector.js';
 import { startPruner } from '../store/changelog.js';
-import { openDb } from '../store/db.js';
+import { type Db, openDb } from '../store/db.js';
 import { migrate } from '../store/migrations.js';
 import { ObjectStore } from '../store/objects.js';
-import { bootstrap, createApiKey } from './bootstrap.js';
+import { bootstrap, createApiKey, setupLinkLines, setupLinkUrl, signinBaseFor } from './bootstrap.js';
 
 export interface RunningService {
   app: FastifyInstance;
@@ -21,38 +23,80 @@ export interface RunningService {
 }
 
 /**
- * Starts `gatehouse serve`: opens and migrates the database, prepares it on first start
- * (printing the first admin key once), and listens.
+ * Is server.listen free? Asked before anything is created or printed, so a port in use stops
+ * start-up with a message naming the setting instead of after the database was made and the
+ * admin key shown (and lost). Port 0 (any free port) needs no asking.
+ */
+async function checkListen(listen: string): Promise<void> {
+  const { host, port } = parseListen(listen);
+  if (port === 0) return;
+  await new Promise<void>((resolve, reject) => {
+    const probe = createNetServer();
+    probe.once('error', (e: NodeJS.ErrnoException) => {
+      const why =
+        e.code === 'EADDRINUSE'
+          ? 'the address is in use (another program, or another gatehouse, listens there)'
+          : e.code === 'EACCES'
+            ? 'this user may not listen there (ports below 1024 need privileges)'
+            : e.code === 'EADDRNOTAVAIL'
+              ? 'no network interface of this machine has that address'
+              : e.message;
+      reject(new ConfigError('server.listen', `cannot listen on ${listen}: ${why}`));
+    });
+    probe.listen({ host, port, exclusive: true }, () => probe.close(() => resolve()));
+  });
+}
+
+/** Opens and migrates the database; any failure is about server.database and says so. */
+async function openMigrated(config: ServiceConfig, logger: Logger): Promise<Db> {
+  const location = config.server.database;
+  let db: Db;
+  try {
+    db = openDb(location, {
+      queryTimeoutMs: config.server.databasetimeout * 1000,
+      onConnectionError: (err) => logger.warn({ err }, 'a database connection was lost'),
+    });
+  } catch (e) {
+    throw new ConfigError('server.database', `cannot open ${location}: ${(e as Error).message}`);
+  }
+  try {
+    await migrate(db);
+  } catch (e) {
+    await db.close().catch(() => undefined);
+    throw new ConfigError('server.database', `cannot use ${db.describe}: ${(e as Error).message}`);
+  }
+  return db;
+}
+
+/**
+ * Starts `gatehouse serve`: checks that server.listen is free, opens and migrates the database,
+ * prepares it on first start (printing the first admin key once, and with bootstrap.email a
+ * one-time sign-in URL for the administrator), and listens.
  */
 export async function startService(
   config: ServiceConfig,
   opts: { logger?: Logger; announce?: (line: string) => void } = {},
 ): Promise<RunningService> {
   const logger = opts.logger ?? createLogger(config.server.loglevel);
-  const db = openDb(config.server.database, {
-    queryTimeoutMs: config.server.databasetimeout * 1000,
-    onConnectionError: (err) => logger.warn({ err }, 'a database connection was lost'),
-  });
-  try {
-    await migrate(db);
-  } catch (e) {
-    await db.close();
-    throw e;
-  }
-  const store = new ObjectStore(db);
-  const adminId = await bootstrap(store);
-  if (adminId) {
-    const key = await createApiKey(store, ['admin'], adminId, 'initial administrator key');
-    const announce = opts.announce ?? ((line: string) => process.stdout.write(`${line}\n`));
-    announce(
-      'Gatehouse: first start. Created the tenant, the administrator user "admin" and this admin API key.',
-    );
-    announce('It is shown only this once; store it now (Authorization: Bearer <key>):');
-    announce(`  ${key}`);
-  }
   const { cert, key } = config.server;
   if ((cert === '') !== (key === '')) throw new Error('server.cert and server.key must be set together');
   const https = cert ? { cert: readFileSync(cert), key: readFileSync(key) } : undefined;
+  await checkListen(config.server.listen);
+  const db = await openMigrated(config, logger);
+  const store = new ObjectStore(db);
+  const email = config.bootstrap.email;
+  const adminId = await bootstrap(store, email);
+  const firstStart: string[] = [];
+  let setupToken = '';
+  if (adminId) {
+    const apiKey = await createApiKey(store, ['admin'], adminId, 'initial administrator key');
+    firstStart.push(
+      `Gatehouse: first start. Created the tenant, the administrator user "admin"${email ? ` (${email})` : ''} and this admin API key.`,
+      'It is shown only this once; store it now (Authorization: Bearer <key>):',
+      `  ${apiKey}`,
+    );
+    if (email) setupToken = await createSetupLink({ db }, adminId, config.bootstrap.linkseconds);
+  }
   const stopMetrics = startMetrics(store, logger);
   const auditPruner = startPruner(db, {
     retentionMs: config.server.auditretention * 1000,
@@ -70,6 +114,14 @@ export async function startService(
   const addr = app.server.address();
   const boundPort = typeof addr === 'object' && addr ? addr.port : port;
   const url = `${https ? 'https' : 'http'}://${host.includes(':') ? `[${host}]` : host}:${boundPort}`;
+  // Printed once listening, so the URL names the port actually bound (server.listen may say :0).
+  if (setupToken) {
+    const reachable = url.replace('://0.0.0.0:', '://localhost:').replace('://[::]:', '://localhost:');
+    const link = setupLinkUrl(signinBaseFor(config, '', reachable), setupToken);
+    firstStart.push(...setupLinkLines(email, link, config.bootstrap.linkseconds));
+  }
+  const announce = opts.announce ?? ((line: string) => process.stdout.write(`${line}\n`));
+  for (const line of firstStart) announce(line);
   logger.info({ url, database: db.describe }, 'gatehouse listening');
   return {
     app,

@@ -1,7 +1,7 @@
-import { mkdirSync } from 'node:fs';
+import { chmodSync, closeSync, existsSync, mkdirSync, openSync, renameSync, rmSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import SQLite from 'better-sqlite3';
-import { type Generated, Kysely, PostgresDialect, type SqliteDatabase, SqliteDialect } from 'kysely';
+import { type Generated, Kysely, PostgresDialect, type SqliteDatabase, SqliteDialect, sql } from 'kysely';
 import pg from 'pg';
 
 export interface ObjectsTable {
@@ -171,7 +171,7 @@ export function openDb(
       close: () => kysely.destroy(),
     };
   }
-  if (location !== ':memory:') mkdirSync(dirname(location), { recursive: true });
+  if (location !== ':memory:') prepareSqliteFile(location);
   const sqlite = new SQLite(location);
   // WAL lets readers run beside the writer; NORMAL sync is durable across process crashes.
   sqlite.pragma('journal_mode = WAL');
@@ -199,4 +199,51 @@ export function openDb(
       reader.close();
     },
   };
+}
+
+/** Group and others: no bit of theirs on the database's files (it holds the key sealing TOTP secrets). */
+const PRIVATE_FILE = 0o600;
+const PRIVATE_FOLDER = 0o700;
+
+/**
+ * The database file exists, readable and writable by its owner only, before SQLite opens it:
+ * SQLite gives the -wal and -shm files it creates the main file's permissions, so all three are
+ * 0600. The folder, when it is created here, is 0700. A file of an earlier version made with the
+ * default 0644 (and its -wal and -shm) is tightened too. A folder that already existed keeps its
+ * mode: it is the operator's.
+ */
+function prepareSqliteFile(location: string) {
+  const folder = dirname(location);
+  if (!existsSync(folder)) mkdirSync(folder, { recursive: true, mode: PRIVATE_FOLDER });
+  if (!existsSync(location)) closeSync(openSync(location, 'a', PRIVATE_FILE));
+  for (const file of [location, `${location}-wal`, `${location}-shm`]) {
+    try {
+      if ((statSync(file).mode & 0o077) !== 0) chmodSync(file, PRIVATE_FILE);
+    } catch {
+      // Absent (-wal, -shm before the first write), or another owner's: SQLite reports what matters.
+    }
+  }
+}
+
+/** Does this SQLite database exist (a file, for the commands that must not create one)? */
+export const sqliteFileExists = (location: string) => location === ':memory:' || existsSync(location);
+
+/**
+ * A consistent copy of a SQLite database to `file`, while the service runs and writes: VACUUM
+ * INTO reads one snapshot (a single read transaction, never restarted by concurrent writes as the
+ * page-by-page backup API is), so the copy holds exactly the transactions committed before it
+ * began. It is written to a private temporary file beside `file` and renamed over it at the end,
+ * so `file` is never a half-written database.
+ */
+export async function backupSqlite(db: Db, file: string): Promise<void> {
+  if (db.dialect !== 'sqlite') throw new Error('backupSqlite: not a SQLite database');
+  const tmp = `${file}.partial-${process.pid}`;
+  closeSync(openSync(tmp, 'wx', PRIVATE_FILE));
+  try {
+    await sql`VACUUM INTO ${tmp}`.execute(db.kysely);
+    renameSync(tmp, file);
+  } catch (e) {
+    rmSync(tmp, { force: true });
+    throw e;
+  }
 }

@@ -244,3 +244,18 @@ export async function migrate(db: Db): Promise<string[]> {
   if (error) throw error instanceof Error ? error : new Error(String(error));
   return (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName);
 }
+
+export interface MigrationStatus {
+  name: string;
+  /** When it was applied (ISO 8601); undefined while pending. */
+  appliedAt?: string;
+}
+
+/** Every migration this version knows, in order, with when each was applied (`gatehouse migrate --status`). */
+export async function migrationStatus(db: Db): Promise<MigrationStatus[]> {
+  const migrator = new Migrator({ db: db.kysely, provider: new StaticProvider(migrations(db.dialect)) });
+  return (await migrator.getMigrations()).map((m) => ({
+    name: m.name,
+    ...(m.executedAt ? { appliedAt: m.executedAt.toISOString() } : {}),
+  }));
+}

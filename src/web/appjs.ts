@@ -456,6 +456,11 @@ export const APP_JS = String.raw`(function () {
 ${OTP_JS}
 ${PSTN_JS}
 ${MOBILE_JS}
+  // Times the server wrote in UTC (<time data-local>), in the reader's own time zone.
+  Array.prototype.forEach.call(document.querySelectorAll('time[data-local]'), function (t) {
+    var d = new Date(t.getAttribute('datetime') || '');
+    if (!isNaN(d.getTime())) t.textContent = d.toLocaleString([], { dateStyle: 'medium', timeStyle: 'short' });
+  });
   if (page === 'signin') initSignin();
   else if (page === 'enroll') initEnroll();
   else if (page === 'signout') initSignout();

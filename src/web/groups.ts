@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { classify, requiredLevel, tenantDoc } from '../auth/integrity.js';
 import type { Principal } from '../auth/principal.js';
-import { ownOrigin } from '../auth/session/authenticator.js';
+import { insufficientIntegrity, ownOrigin } from '../auth/session/authenticator.js';
 import { ApiError } from '../core/errors.js';
 import { esc } from '../core/html.js';
 import { allowedNext, signinBase } from '../groups/check.js';
@@ -18,12 +18,14 @@ import {
 import { iterateObjects } from '../groups/report.js';
 import type { MemberOp } from '../groups/states.js';
 import { rowsFor } from '../groups/states.js';
+import { App } from '../objects/app.js';
 import { Group } from '../objects/group.js';
 import { Membership, membershipId } from '../objects/membership.js';
 import { User } from '../objects/user.js';
 import type { Doc } from '../schema/fields.js';
 import type { ServiceContext } from '../store/context.js';
-import { ICON_LINKS } from './favicon.js';
+import { sendHtml } from './errorpage.js';
+import { layout } from './pages.js';
 
 /**
  * Access-request pages on the sign-in site, rendered on the server (no script):
@@ -39,28 +41,37 @@ import { ICON_LINKS } from './favicon.js';
 
 const OPTIONAL = { config: { auth: 'optional' as const } };
 
-const STYLE = `body{font-family:system-ui,sans-serif;max-width:46rem;margin:2rem auto;padding:0 1rem;color:#222}
-h1{font-size:1.4rem}.note{background:#f4f4f4;padding:.6rem .8rem;border-radius:4px}
-.warn{background:#fff3cd}.error{background:#f8d7da}table{border-collapse:collapse;width:100%}
-td,th{border-bottom:1px solid #ddd;padding:.4rem;text-align:left;vertical-align:top}
-textarea,input[type=text]{width:100%;box-sizing:border-box}button{margin:.3rem .3rem 0 0;padding:.3rem .8rem}
-:root{color-scheme:light dark}@media (prefers-color-scheme:dark){body{color:#e7eaf1;background:#11151d}
-a{color:#8fa4ff}.note{background:#1a202b}.warn{background:#3a2a08}.error{background:#3b1714}td,th{border-color:#343c4c}}`;
-
-function page(reply: FastifyReply, status: number, title: string, body: string) {
-  reply.header(
-    'Content-Security-Policy',
-    "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; frame-ancestors 'none'; base-uri 'none'",
+/** A page in the sign-in pages' design (src/web/pages.ts), signed in (the top bar says so). */
+async function page(
+  ctx: ServiceContext,
+  reply: FastifyReply,
+  status: number,
+  title: string,
+  main: string,
+  which: 'groups' | 'approvals' = 'groups',
+  signedIn = true,
+) {
+  const tenant = String((await tenantDoc(ctx)).Name || 'Gatehouse');
+  // Forms post back here: 'same-origin' keeps the Origin header the CSRF check needs.
+  const referrer = 'same-origin';
+  return sendHtml(
+    reply,
+    status,
+    layout({ page: which, title, tenant, signedIn, wide: which === 'approvals', main, referrer }),
+    referrer,
+    { formRedirects: which === 'groups' },
   );
-  reply.header('X-Frame-Options', 'DENY');
-  reply.header('Referrer-Policy', 'same-origin');
-  reply.header('Cache-Control', 'no-store');
-  return reply
-    .code(status)
-    .type('text/html; charset=utf-8')
-    .send(
-      `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1"><title>${esc(title)}</title>${ICON_LINKS}<style>${STYLE}</style></head><body>${body}</body></html>`,
-    );
+}
+
+/**
+ * A time as the reader's clock shows it: the page's script (app.js) rewrites each <time
+ * data-local> in the browser's own time zone; without it the UTC time stays, said as such.
+ */
+export function localTime(iso: unknown): string {
+  const ms = Date.parse(String(iso));
+  if (!Number.isFinite(ms)) return '';
+  const d = new Date(ms).toISOString();
+  return `<time datetime="${esc(d)}" data-local>${esc(`${d.slice(0, 10)} ${d.slice(11, 16)} UTC`)}</time>`;
 }
 
 async function returnOrigins(ctx: ServiceContext, req: FastifyRequest): Promise<string[]> {
@@ -70,6 +81,15 @@ async function returnOrigins(ctx: ServiceContext, req: FastifyRequest): Promise<
   if (typeof tenant.SigninURL === 'string' && tenant.SigninURL !== '') {
     try {
       origins.push(new URL(tenant.SigninURL).origin);
+    } catch {
+      /* not a URL: allows nothing */
+    }
+  }
+  // The applications registered here (App.URL): the proxy in front of one sends people to these
+  // pages with `next` on it, and the sign-in flow already returns there.
+  for await (const app of iterateObjects(ctx, App, {})) {
+    try {
+      if (typeof app.URL === 'string' && app.URL !== '') origins.push(new URL(app.URL).origin);
     } catch {
       /* not a URL: allows nothing */
     }
@@ -123,17 +143,20 @@ function reasonField(form: Record<string, string>): string {
 }
 
 /** Renders an ApiError as an HTML page (these are pages, not API responses). */
-async function guarded(reply: FastifyReply, fn: () => Promise<unknown>) {
+async function guarded(ctx: ServiceContext, reply: FastifyReply, fn: () => Promise<unknown>) {
   try {
     return await fn();
   } catch (e) {
     if (!(e instanceof ApiError)) throw e;
     reply.header('X-Error-Code', e.code);
     return page(
+      ctx,
       reply,
       e.status,
-      'Error',
-      `<h1>${esc(e.code)}</h1><p class="note error">${esc(e.message)}</p>`,
+      'That did not work',
+      `<section class="card" aria-labelledby="h-error"><h1 id="h-error">That did not work</h1>
+<p class="alert error" id="error-message">${esc(e.message)}</p><p><a href="/signin/approvals">Access requests</a></p>
+<p class="muted">Error ${e.status} · ${esc(e.code)}</p></section>`,
     );
   }
 }
@@ -145,49 +168,54 @@ function groupPage(
   group: GroupSettings,
   description: string,
   doc: Doc | undefined,
-  opts: { next: string; nextOk: string | undefined; level: number | undefined },
+  opts: { next: string; nextOk: string | undefined; level: number | undefined; self: string },
 ) {
   const state = stateOf(doc);
   const nextField = opts.next ? `<input type="hidden" name="next" value="${esc(opts.next)}">` : '';
+  const action = `/signin/groups/${esc(encodeURIComponent(group.ID))}`;
   const requestForm = (label: string) =>
-    `<form method="post" action="/signin/groups/${esc(encodeURIComponent(group.ID))}"><input type="hidden" name="action" value="request">${nextField}
-<p><label for="reason">Why do you need access?</label><br><textarea id="reason" name="reason" rows="3" maxlength="1024"></textarea></p>
-<button type="submit" id="request">${esc(label)}</button></form>`;
-  let body = `<h1>Access to ${esc(group.Name || group.ID)}</h1>`;
-  if (description) body += `<p>${esc(description)}</p>`;
+    `<form method="post" action="${action}"><input type="hidden" name="action" value="request">${nextField}
+<label for="reason">Why do you need access?</label><textarea id="reason" name="reason" rows="3" maxlength="1024"></textarea>
+<button type="submit" id="request" class="block">${esc(label)}</button></form>`;
+  let body = `<h1 id="h-group">Access to ${esc(group.Name || group.ID)}</h1>`;
+  body += description
+    ? `<p class="lead">${esc(description)}</p>`
+    : '<p class="lead">A group of this service.</p>';
   if (opts.next && !opts.nextOk)
-    body += `<p class="note warn">The return address is not on this service's allow-list, so you will stay here.</p>`;
+    body += `<p class="alert warn">The return address is not on this service's allow-list, so you will stay here.</p>`;
   switch (state) {
     case 'none':
       body += `<p id="state" data-state="none">You are not a member of this group.</p>`;
       body += requestForm(group.RequiresApproval ? 'Request access' : 'Join');
-      if (group.RequiresApproval) body += '<p>An approver of the group will decide on your request.</p>';
+      if (group.RequiresApproval)
+        body += '<p class="muted">An approver of the group will decide on your request.</p>';
       break;
     case 'expired':
-      body += `<p id="state" data-state="expired">Your membership expired because it was not used.</p>`;
+      body += `<p id="state" data-state="expired" class="alert info">Your membership expired because it was not used.</p>`;
       body += requestForm(group.RequiresApproval ? 'Request access again' : 'Join again');
       break;
     case 'requested':
-      body += `<p id="state" data-state="requested" class="note">Your request is waiting for an approver.</p>`;
-      if (doc?.Reason) body += `<p>Your reason: ${esc(doc.Reason)}</p>`;
+      body += `<p id="state" data-state="requested" class="alert info">Your request is waiting for an approver.</p>`;
+      if (doc?.Reason) body += `<p class="muted">Your reason: ${esc(doc.Reason)}</p>`;
+      if (doc?.RequestTime) body += `<p class="muted">Asked ${localTime(doc.RequestTime)}</p>`;
       break;
     case 'approved':
-      body += `<p id="state" data-state="approved" class="note">Your membership is approved. Activate it to use it.</p>
-<form method="post" action="/signin/groups/${esc(encodeURIComponent(group.ID))}"><input type="hidden" name="action" value="activate">${nextField}<button type="submit" id="activate">Activate</button></form>`;
+      body += `<p id="state" data-state="approved" class="alert ok">Your membership is approved. Activate it to use it.</p>
+<form method="post" action="${action}"><input type="hidden" name="action" value="activate">${nextField}<button type="submit" id="activate" class="block">Activate</button></form>`;
       break;
     case 'active':
-      body += `<p id="state" data-state="active" class="note">You are an active member of this group.</p>`;
+      body += `<p id="state" data-state="active" class="alert ok">You are an active member of this group.</p>`;
       if (opts.level !== undefined && opts.level < group.IntegrityLevel)
-        body += `<p class="note warn">Using this group needs a stronger sign-in (integrity level ${group.IntegrityLevel}; your session has ${opts.level}).</p>`;
+        body += `<p class="alert warn" id="stepup">Using this group needs a stronger sign-in than this one. <a href="/signin?return=${esc(encodeURIComponent(opts.self))}">Confirm it’s you</a></p>`;
       if (opts.nextOk) body += `<p><a id="continue" href="${esc(opts.nextOk)}">Continue</a></p>`;
       break;
     case 'rejected': {
       const rej = (doc?.Rejection ?? {}) as Doc;
-      body += `<p id="state" data-state="rejected" class="note error">Your membership was rejected${rej.Reason ? `: ${esc(rej.Reason)}` : '.'}</p><p>Ask an approver of the group if you think this is a mistake.</p>`;
+      body += `<p id="state" data-state="rejected" class="alert error">Your membership was rejected${rej.Reason ? `: ${esc(rej.Reason)}` : '.'}</p><p class="muted">Ask an approver of the group if you think this is a mistake.</p>`;
       break;
     }
   }
-  return body;
+  return `<section class="card" aria-labelledby="h-group">${body}</section>`;
 }
 
 export function registerGroupPages(app: FastifyInstance, ctx: ServiceContext) {
@@ -197,7 +225,7 @@ export function registerGroupPages(app: FastifyInstance, ctx: ServiceContext) {
     '/signin/groups/:id',
     OPTIONAL,
     (req, reply) =>
-      guarded(reply, async () => {
+      guarded(ctx, reply, async () => {
         const next = typeof req.query.next === 'string' ? req.query.next : '';
         const p = await signedIn(ctx, req);
         if (!p) return toSignin(ctx, req, reply, groupPath(req.params.id, next));
@@ -212,13 +240,14 @@ export function registerGroupPages(app: FastifyInstance, ctx: ServiceContext) {
           next,
           nextOk,
           level: p.via === 'session' ? (p.integrityLevel ?? 0) : undefined,
+          self: groupPath(group.ID, next),
         });
-        return page(reply, 200, `Access to ${group.Name}`, body);
+        return page(ctx, reply, 200, `Access to ${group.Name}`, body);
       }),
   );
 
   app.post<{ Params: { id: string } }>('/signin/groups/:id', OPTIONAL, (req, reply) =>
-    guarded(reply, async () => {
+    guarded(ctx, reply, async () => {
       const form = formOf(req);
       const next = form.next ?? '';
       const p = await signedIn(ctx, req);
@@ -245,15 +274,31 @@ export function registerGroupPages(app: FastifyInstance, ctx: ServiceContext) {
    */
   async function approverGroupsOf(p: Principal, byId: Map<string, GroupSettings>) {
     const counting = new Set<string>();
-    if (p.userId === '' || !actsAsUser(p)) return counting;
+    // The level a stronger sign-in would reach to count an approver group this session cannot.
+    let need = 0;
+    if (p.userId === '' || !actsAsUser(p)) return { counting, need };
     const level = p.via === 'session' ? (p.integrityLevel ?? 0) : 0;
+    const approverGroups = new Set([...byId.values()].map((g) => g.ApproverGroup));
     for await (const m of iterateObjects(ctx, Membership, {
       filter: [`UserID = ${JSON.stringify(p.userId)}`, 'State = "active"'],
     })) {
       const g = byId.get(String(m.GroupID));
-      if (g && level >= g.IntegrityLevel && !expiryDue(g, m)) counting.add(g.ID);
+      if (!g || expiryDue(g, m)) continue;
+      if (level >= g.IntegrityLevel) counting.add(g.ID);
+      else if (p.via === 'session' && approverGroups.has(g.ID)) need = Math.max(need, g.IntegrityLevel);
     }
-    return counting;
+    return { counting, need };
+  }
+
+  /**
+   * The level this session would need to see more on the approvals page, or 0: an administrator
+   * below IntegrityAdmin acts as a plain user on these pages, and an approver group may ask for
+   * more than the session has. The page then asks for the step-up instead of showing less.
+   */
+  async function adminStepUp(p: Principal): Promise<number> {
+    if (p.via !== 'session' || p.scopes.has('admin')) return 0;
+    const user = await store.get(User, p.userId);
+    return user?.doc.Admin === true ? requiredLevel(await tenantDoc(ctx), 'admin') : 0;
   }
 
   /** Pending requests the caller may decide: every group for admins, else the groups they approve. */
@@ -262,8 +307,8 @@ export function registerGroupPages(app: FastifyInstance, ctx: ServiceContext) {
     const groups: GroupSettings[] = [];
     for await (const g of iterateObjects(ctx, Group, { order: 'Name' })) groups.push(groupSettings(g));
     const admin = p.scopes.has('admin');
-    const counting = admin
-      ? new Set<string>()
+    const { counting, need } = admin
+      ? { counting: new Set<string>(), need: 0 }
       : await approverGroupsOf(p, new Map(groups.map((g) => [g.ID, g])));
     const approves = (g: GroupSettings) =>
       actsAsUser(p) && p.userId !== '' && (g.Approvers.includes(p.userId) || counting.has(g.ApproverGroup));
@@ -280,38 +325,50 @@ export function registerGroupPages(app: FastifyInstance, ctx: ServiceContext) {
         out.push({ group, m, user: (await store.get(User, String(m.UserID)))?.doc });
       }
     }
-    return out;
+    return { rows: out, need: Math.max(need, await adminStepUp(p)) };
   }
 
   app.get<{ Querystring: { done?: string } }>('/signin/approvals', OPTIONAL, (req, reply) =>
-    guarded(reply, async () => {
+    guarded(ctx, reply, async () => {
       const p = await signedIn(ctx, req);
       if (!p) return toSignin(ctx, req, reply, '/signin/approvals');
-      const rows = await pending(p);
-      let body = '<h1>Access requests</h1>';
+      const { rows, need } = await pending(p);
+      let body = '<h1>Access requests</h1><p class="lead">Requests to join groups that you decide on.</p>';
       const done = req.query.done;
       if (done === 'approve' || done === 'reject')
-        body += `<p class="note" id="done">${done === 'approve' ? 'Approved.' : 'Rejected.'}</p>`;
-      if (rows.length === 0) body += '<p id="empty">No requests are waiting for you.</p>';
-      else {
-        body +=
-          '<table><thead><tr><th>Group</th><th>Person</th><th>Reason</th><th>Asked</th><th>Decision</th></tr></thead><tbody>';
-        for (const { group, m, user } of rows) {
-          const name = (user?.Name as Doc | undefined)?.FullName;
-          const who = `${esc(user?.Email || m.UserID)}${name ? `<br>${esc(name)}` : ''}`;
-          body += `<tr data-group="${esc(group.ID)}" data-user="${esc(m.UserID)}"><td>${esc(group.Name)}</td><td>${who}</td><td>${esc(m.Reason)}</td><td>${esc(m.RequestTime)}</td><td>
-<form method="post" action="/signin/approvals"><input type="hidden" name="group" value="${esc(group.ID)}"><input type="hidden" name="user" value="${esc(m.UserID)}">
-<input type="text" name="reason" maxlength="1024" placeholder="Reason (optional)" aria-label="Reason">
-<button type="submit" name="action" value="approve">Approve</button><button type="submit" name="action" value="reject">Reject</button></form></td></tr>`;
-        }
-        body += '</tbody></table>';
+        body += `<p class="alert ok" id="done" role="status">${done === 'approve' ? 'Approved.' : 'Rejected.'}</p>`;
+      if (need > (p.integrityLevel ?? 0)) {
+        const { intent } = await insufficientIntegrity(
+          req,
+          ctx,
+          need,
+          'the approvals page needs a stronger sign-in',
+        );
+        const to = `/signin?return=${encodeURIComponent('/signin/approvals')}&intent=${encodeURIComponent(intent)}`;
+        body += `<p class="alert warn" id="stepup">${rows.length === 0 ? 'Requests you may decide are shown' : 'More requests are shown'} once you confirm it’s you with another of your sign-in methods. <a href="${esc(to)}">Confirm it’s you</a></p>`;
       }
-      return page(reply, 200, 'Access requests', body);
+      if (rows.length === 0) {
+        if (need <= (p.integrityLevel ?? 0))
+          body += '<section class="card"><p id="empty">No requests are waiting for you.</p></section>';
+      } else {
+        body +=
+          '<section class="card flush"><table class="requests"><thead><tr><th scope="col">Group</th><th scope="col">Person</th><th scope="col">Reason</th><th scope="col">Asked</th><th scope="col">Decision</th></tr></thead><tbody>';
+        for (const [i, { group, m, user }] of rows.entries()) {
+          const name = (user?.Name as Doc | undefined)?.FullName;
+          const who = `${esc(user?.Email || m.UserID)}${name ? `<br><span class="muted">${esc(name)}</span>` : ''}`;
+          body += `<tr data-group="${esc(group.ID)}" data-user="${esc(m.UserID)}"><td>${esc(group.Name)}</td><td>${who}</td><td>${m.Reason ? esc(m.Reason) : '<span class="muted">none given</span>'}</td><td>${localTime(m.RequestTime)}</td><td>
+<form method="post" action="/signin/approvals" class="decide"><input type="hidden" name="group" value="${esc(group.ID)}"><input type="hidden" name="user" value="${esc(m.UserID)}">
+<label for="reason-${i}" class="sr-only">Reason for your decision (optional)</label><input type="text" id="reason-${i}" name="reason" maxlength="1024" placeholder="Reason (optional)">
+<div class="row"><button type="submit" name="action" value="approve">Approve</button><button type="submit" name="action" value="reject" class="danger">Reject</button></div></form></td></tr>`;
+        }
+        body += '</tbody></table></section>';
+      }
+      return page(ctx, reply, 200, 'Access requests', body, 'approvals');
     }),
   );
 
   app.post('/signin/approvals', OPTIONAL, (req, reply) =>
-    guarded(reply, async () => {
+    guarded(ctx, reply, async () => {
       const p = await signedIn(ctx, req);
       if (!p) return toSignin(ctx, req, reply, '/signin/approvals');
       const form = formOf(req);

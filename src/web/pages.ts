@@ -6,8 +6,18 @@ import { MOBILE_ENROLL_CARD, MOBILE_MAIN, MOBILE_SIGNIN_FORM } from './mobileui.
 import { OTP_ENROLL_CARD, OTP_LINK_MAIN, OTP_SIGNIN_FORM } from './otp.js';
 import { PSTN_ENROLL_CARD, PSTN_SIGNIN_FORM } from './pstn.js';
 
-interface PageOpts {
-  page: 'signin' | 'enroll' | 'signout' | 'debug' | 'otp' | 'mobile';
+export interface PageOpts {
+  page:
+    | 'signin'
+    | 'enroll'
+    | 'signout'
+    | 'debug'
+    | 'otp'
+    | 'mobile'
+    | 'setup'
+    | 'error'
+    | 'groups'
+    | 'approvals';
   /** Extra head elements (the approvals app's manifest). */
   head?: string;
   title: string;
@@ -18,6 +28,13 @@ interface PageOpts {
   main: string;
   /** Whether the browser holds a signed-in session: decides the top bar's links (the script keeps it current). */
   signedIn?: boolean;
+  /** False when security keys cannot work with this configuration: the pages do not offer them. */
+  passkeys?: boolean;
+  /**
+   * 'same-origin' for pages whose plain forms post back here: under 'no-referrer' browsers send
+   * `Origin: null` with a form's post, and the CSRF check (same Origin) would refuse it.
+   */
+  referrer?: 'no-referrer' | 'same-origin';
 }
 
 /** Shown only while signed out (`out`) or in (`in`); app.js flips them when the state changes. */
@@ -27,24 +44,25 @@ const when = (state: 'in' | 'out', signedIn: boolean) =>
 /** Marks the top bar's link to the page being shown (read out as "current page"). */
 const here = (o: PageOpts, page: PageOpts['page']) => (o.page === page ? ' aria-current="page"' : '');
 
-function layout(o: PageOpts): string {
+/** The frame of every page the service draws: head, the top bar with the account links, main, footer. */
+export function layout(o: PageOpts): string {
   return `<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="referrer" content="no-referrer">
+<meta name="referrer" content="${o.referrer ?? 'no-referrer'}">
 <title>${esc(o.title)} · ${esc(o.tenant)}</title>
 ${ICON_LINKS}${o.head ?? ''}
 <link rel="stylesheet" href="/signin/assets/style.css">
 <script src="/signin/assets/webauthn.js" defer></script>
 <script src="/signin/assets/app.js" defer></script>
 </head>
-<body data-page="${o.page}" data-signed-in="${o.signedIn ? 'yes' : 'no'}" data-return="${esc(o.returnUrl ?? '')}" data-intent="${esc(o.intent ?? '')}">
+<body data-page="${o.page}"${o.passkeys === false ? ' data-passkeys="no"' : ''} data-signed-in="${o.signedIn ? 'yes' : 'no'}" data-return="${esc(o.returnUrl ?? '')}" data-intent="${esc(o.intent ?? '')}">
 <header class="top">
   <span class="logo" aria-hidden="true"></span><span class="name">${esc(o.tenant)}</span>
   <nav aria-label="Account">
-    <a href="/signin" ${when('out', !!o.signedIn)}${here(o, 'signin')}>Sign in</a><a href="/signin/enroll" ${when('in', !!o.signedIn)}${here(o, 'enroll')}>Security settings</a><a href="/signin/debug"${here(o, 'debug')}>API explorer</a><a href="/signin/signout" ${when('in', !!o.signedIn)}${here(o, 'signout')}>Sign out</a>
+    <a href="/signin" ${when('out', !!o.signedIn)}${here(o, 'signin')}>Sign in</a><a href="/signin/enroll" ${when('in', !!o.signedIn)}${here(o, 'enroll')}>Security settings</a><a href="/signin/approvals" ${when('in', !!o.signedIn)}${here(o, 'approvals')}>Access requests</a><a href="/signin/debug"${here(o, 'debug')}>API explorer</a><a href="/signin/signout" ${when('in', !!o.signedIn)}${here(o, 'signout')}>Sign out</a>
   </nav>
 </header>
 <main${o.wide ? ' class="wide"' : ''}>
@@ -74,6 +92,7 @@ export function signinPage(
   destination = tenant,
   signedIn = false,
   providers: readonly ProviderButton[] = [],
+  passkeys = true,
 ): string {
   return layout({
     page: 'signin',
@@ -82,6 +101,7 @@ export function signinPage(
     returnUrl,
     intent,
     signedIn,
+    passkeys,
     main: `
 <section class="card" aria-labelledby="h-signin">
   <h1 id="h-signin">Sign in</h1>
@@ -93,7 +113,7 @@ export function signinPage(
       <input id="email" name="email" type="email" autocomplete="username webauthn" required>
       <button type="submit" class="block">Continue</button>
     </form>
-    <button type="button" id="passkey-signin" class="secondary block" hidden>Sign in with a passkey</button>${providerButtons(providers)}
+    ${passkeys ? '<button type="button" id="passkey-signin" class="secondary block" hidden>Sign in with a passkey</button>' : ''}${providerButtons(providers)}
   </div>
   <div id="step-factors" hidden>
     <div class="who"><span><span id="who-label">Signing in as</span> <strong id="who-email"></strong></span>
@@ -124,16 +144,31 @@ export function signinPage(
   });
 }
 
+/** Security keys and passkeys on the settings page: offered only where they can work. */
+const U2F_ENROLL_CARD = `
+  <section class="card" aria-labelledby="h-u2f">
+    <h2 id="h-u2f">Security keys and passkeys <span id="st-u2f" class="badge"></span></h2>
+    <p class="muted">A hardware key (USB, NFC) or a passkey on this device: signs you in without a password, and cannot be phished.</p>
+    <ul id="keys" class="keys"></ul>
+    <form id="e-u2f">
+      <label for="key-name">Name of the new key</label>
+      <input id="key-name" maxlength="64" autocomplete="off" placeholder="e.g. Blue key">
+      <button type="submit">Add a security key or passkey</button>
+    </form>
+  </section>`;
+
 export function enrollPage(
   tenant: string,
   signedIn = false,
   providers: readonly ProviderButton[] = [],
+  passkeys = true,
 ): string {
   return layout({
     page: 'enroll',
     title: 'Security settings',
     tenant,
     signedIn,
+    passkeys,
     wide: true,
     main: `
 <h1>Security settings</h1>
@@ -175,16 +210,7 @@ export function enrollPage(
       </form>
     </div>
   </section>
-  <section class="card" aria-labelledby="h-u2f">
-    <h2 id="h-u2f">Security keys and passkeys <span id="st-u2f" class="badge"></span></h2>
-    <p class="muted">A hardware key (USB, NFC) or a passkey on this device: signs you in without a password, and cannot be phished.</p>
-    <ul id="keys" class="keys"></ul>
-    <form id="e-u2f">
-      <label for="key-name">Name of the new key</label>
-      <input id="key-name" maxlength="64" autocomplete="off" placeholder="e.g. Blue key">
-      <button type="submit">Add a security key or passkey</button>
-    </form>
-  </section>
+${passkeys ? U2F_ENROLL_CARD : ''}
   <section class="card" aria-labelledby="h-backup">
     <h2 id="h-backup">Backup codes</h2>
     <p class="muted">Ten single-use codes for when your other methods are not at hand. Generating new ones voids the old ones.</p>

@@ -1,32 +1,49 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { listProviders } from '../auth/factors/oauth2rp/provider.js';
+import { relyingParty } from '../auth/factors/u2f/credentials.js';
 import { tenantDoc } from '../auth/integrity.js';
 import type { ServiceContext } from '../store/context.js';
 import { APP_JS } from './appjs.js';
 import { destinationName } from './destination.js';
+import { sendHtml } from './errorpage.js';
 import { FEDERATION_JS } from './federation.js';
 import { registerHomeRoutes } from './home.js';
 import { registerMobilePages } from './mobile.js';
 import { debugPage, enrollPage, otpLinkPage, signinPage, signoutPage } from './pages.js';
 import { safeReturnUrl } from './returnurl.js';
+import { registerSetupPage } from './setup.js';
 import { STYLE_CSS } from './style.js';
 import { registerVouchPages } from './vouch.js';
 import { WEBAUTHN_JS } from './webauthnjs.js';
 
-/** Pages allow only their own script and style; images may be data: URLs (the TOTP QR code). */
-export const PAGE_CSP =
-  "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
-  "form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+export { PAGE_CSP } from './errorpage.js';
 
 const OPTIONAL = { config: { auth: 'optional' as const } };
 
-function sendPage(reply: FastifyReply, html: string) {
-  reply.header('Content-Security-Policy', PAGE_CSP);
-  reply.header('X-Content-Type-Options', 'nosniff');
-  reply.header('X-Frame-Options', 'DENY');
-  reply.header('Referrer-Policy', 'no-referrer');
-  reply.header('Cache-Control', 'no-store');
-  return reply.code(200).type('text/html; charset=utf-8').send(html);
+const sendPage = (reply: FastifyReply, html: string) => sendHtml(reply, 200, html);
+
+/** Services (by their store) whose log already has the hint below: once per service, not per page. */
+const hinted = new WeakSet<object>();
+
+/**
+ * Can security keys and passkeys work here? Only with a relying party (a configured sign-in URL
+ * with a host name: src/auth/factors/u2f/credentials.ts). Without one the pages do not offer
+ * them, and the operator (not the person signing in) is told how to turn them on, in the log.
+ */
+async function passkeysOffered(ctx: ServiceContext): Promise<boolean> {
+  try {
+    await relyingParty(ctx);
+    return true;
+  } catch (e) {
+    if (!hinted.has(ctx.store)) {
+      hinted.add(ctx.store);
+      ctx.logger.warn(
+        { reason: (e as Error).message },
+        'security keys and passkeys are not offered on the sign-in pages: set server.signinurl (or Tenant.SigninURL) to the https URL of the sign-in pages, with a host name',
+      );
+    }
+    return false;
+  }
 }
 
 /** A session good enough for the pages (the tenant's read level): the top bar offers "Sign out". */
@@ -41,6 +58,7 @@ function query(req: FastifyRequest, name: string): string {
 export function registerWebRoutes(app: FastifyInstance, ctx: ServiceContext) {
   registerHomeRoutes(app, ctx); // GET / and the icon
   registerVouchPages(app, ctx); // /signin/vouch, /signin/vouch/:id
+  registerSetupPage(app, ctx); // /signin/setup: one-time sign-in URLs
   const asset = (body: string, type: string) => async (_req: FastifyRequest, reply: FastifyReply) => {
     reply.header('Cache-Control', 'public, max-age=300');
     reply.header('X-Content-Type-Options', 'nosniff');
@@ -84,13 +102,19 @@ export function registerWebRoutes(app: FastifyInstance, ctx: ServiceContext) {
         destination,
         signedIn(req),
         await listProviders(ctx),
+        await passkeysOffered(ctx),
       ),
     );
   });
   app.get('/signin/enroll', OPTIONAL, async (req, reply) =>
     sendPage(
       reply,
-      enrollPage(String((await tenantDoc(ctx)).Name || 'Gatehouse'), signedIn(req), await listProviders(ctx)),
+      enrollPage(
+        String((await tenantDoc(ctx)).Name || 'Gatehouse'),
+        signedIn(req),
+        await listProviders(ctx),
+        await passkeysOffered(ctx),
+      ),
     ),
   );
   app.get('/signin/signout', OPTIONAL, async (req, reply) =>

@@ -100,6 +100,15 @@ dl.facts dt { color: var(--muted); } dl.facts dd { margin: 0; font-weight: 600; 
 .or { display: flex; align-items: center; gap: .75rem; color: var(--muted); font-size: .9rem; margin: 1.25rem 0 0; }
 .or::before, .or::after { content: ''; flex: 1; border-top: 1px solid var(--line); }
 button.provider { border-color: var(--line); color: var(--ink); margin-top: .6rem; }
+.alert.info { background: var(--bg); color: var(--ink); border: 1px solid var(--line); }
+.card.flush { padding: 0; overflow-x: auto; }
+table.requests { width: 100%; border-collapse: collapse; font-size: .95rem; }
+table.requests th { text-align: left; font-size: .85rem; color: var(--muted); font-weight: 600; padding: .8rem 1rem; border-bottom: 1px solid var(--line); }
+table.requests td { padding: .8rem 1rem; border-bottom: 1px solid var(--line); vertical-align: top; overflow-wrap: break-word; }
+table.requests tr:last-child td { border-bottom: 0; }
+form.decide { min-width: 14rem; }
+form.decide .row { gap: .5rem; }
+form.decide button { margin-top: .5rem; padding: .45rem .8rem; }
 ul.links { list-style: none; padding: 0; margin: .5rem 0 0; }
 ul.links li { display: flex; justify-content: space-between; align-items: center; gap: .5rem; padding: .3rem 0; }
 ul.links li button { margin: 0; padding: .25rem .6rem; font-size: .85rem; }

@@ -9,7 +9,9 @@ export const WEBAUTHN_JS = String.raw`(function () {
   'use strict';
   var page = document.body.getAttribute('data-page');
   var intent = document.body.getAttribute('data-intent') || '';
-  var supported = !!(window.PublicKeyCredential && navigator.credentials);
+  // data-passkeys="no": this configuration has no relying party (no sign-in URL with a host name).
+  var offered = document.body.getAttribute('data-passkeys') !== 'no';
+  var supported = !!(window.PublicKeyCredential && navigator.credentials) && offered;
   function $(id) { return document.getElementById(id); }
 
   function toBuf(s) {
@@ -135,6 +137,8 @@ export const WEBAUTHN_JS = String.raw`(function () {
     if (form) form.addEventListener('submit', function (ev) {
       ev.preventDefault();
       stopAutofill();
+      // Why keys cannot work here is the operator's to fix (the log says how), not the person's.
+      if (!offered) { alertBox('error', 'Security keys cannot be used on this site at the moment. Please choose another way to sign in.'); return; }
       if (!supported) { alertBox('error', 'This browser cannot use security keys.'); return; }
       signIn('');
     });

@@ -1,4 +1,4 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -104,15 +104,21 @@ describe.each(backends())('gatehouse serve on %s', (backend) => {
 describe('gatehouse CLI', () => {
   const dir = mkdtempSync(join(tmpdir(), 'gatehouse-cli-'));
 
-  it('apikey create makes and migrates a new database and prints only the key', async () => {
+  it('apikey create refuses a database that does not exist, and prints only the key for one that does', async () => {
     const db = join(dir, 'new.db');
+    // A typo in --database must not create a database and print a working key to it.
+    const typo = runCli(['apikey', 'create', '--scope', 'audit', '--database', db]);
+    expect(typo.code).toBe(1);
+    expect(typo.stdout).toBe('');
+    expect(typo.stderr).toContain('server.database');
+    expect(typo.stderr).toContain('does not exist');
+    expect(existsSync(db)).toBe(false);
+    const s = await start(['--database', db, '--listen', '127.0.0.1:0']);
+    expect(printedKey(s.stdout())).toBeDefined();
     const r = runCli(['apikey', 'create', '--scope', 'audit', '--database', db]);
     expect(r.stderr).toBe('');
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/^gv[A-Za-z0-9]{54}\n$/);
-    const s = await start(['--database', db, '--listen', '127.0.0.1:0']);
-    // The database was prepared by apikey create: serve must not print a second key.
-    expect(printedKey(s.stdout())).toBeUndefined();
     const key = r.stdout.trim();
     expect((await fetch(`${s.url}/users`, { headers: { authorization: `Bearer ${key}` } })).status).toBe(200);
     expect(

@@ -106,7 +106,7 @@ describe.each(backends())('sign-in pages on %s', (backend) => {
     const b = await signedIn(s, (await account(s, { tag: 'bar' })).email, PW);
     for (const url of ['/signin', '/signin/debug', '/signin/enroll', '/signin/signout']) {
       const r = await b.req({ url });
-      expect(visible(r.body), url).toEqual(['Security settings', 'Sign out']);
+      expect(visible(r.body), url).toEqual(['Security settings', 'Access requests', 'Sign out']);
       // The explorer's "Sign in first" is there for the script, hidden.
       if (url === '/signin/debug')
         expect(r.body).toMatch(/<span data-when="out" hidden> <a [^>]*>Sign in<\/a> first/);

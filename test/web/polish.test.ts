@@ -128,7 +128,12 @@ describe(`sign-in pages as a new user meets them, in headless Chromium (${backen
     expect(await page.title()).toMatch(/^You are signed in · /);
     expect(await page.locator('#lead').isVisible()).toBe(false);
     expect(await page.locator('#done-how').textContent()).toBe('You proved who you are with your password.');
-    expect(await navLinks(page)).toEqual(['Security settings', 'API explorer', 'Sign out']);
+    expect(await navLinks(page)).toEqual([
+      'Security settings',
+      'Access requests',
+      'API explorer',
+      'Sign out',
+    ]);
     await expectNoJargon(page, 'signed in');
     await expectAccessibleBothSchemes(page, '/signin signed in');
     await shots(page, 'signin-done');
@@ -137,7 +142,12 @@ describe(`sign-in pages as a new user meets them, in headless Chromium (${backen
     for (const path of ['/signin', '/signin/enroll', '/signin/debug', '/signin/signout']) {
       await page.goto(`${base}${path}`);
       await page.waitForLoadState('networkidle');
-      expect(await navLinks(page), path).toEqual(['Security settings', 'API explorer', 'Sign out']);
+      expect(await navLinks(page), path).toEqual([
+        'Security settings',
+        'Access requests',
+        'API explorer',
+        'Sign out',
+      ]);
       await expectNoJargon(page, path);
       await expectAccessibleBothSchemes(page, `${path} signed in`);
     }
@@ -334,7 +344,12 @@ describe(`sign-in pages as a new user meets them, in headless Chromium (${backen
       (await page.request.post(`${base}/auth/password`, { form: { password: PW }, headers: h })).status(),
     ).toBe(204);
     await page.goto(`${base}/signin/debug`);
-    expect(await navLinks(page)).toEqual(['Security settings', 'API explorer', 'Sign out']);
+    expect(await navLinks(page)).toEqual([
+      'Security settings',
+      'Access requests',
+      'API explorer',
+      'Sign out',
+    ]);
     expect(await page.locator('p.lead').innerText()).not.toContain('Sign in first');
     await page.getByLabel('Path').fill(`/users?filter=${encodeURIComponent(`Email = "${a.email}"`)}`);
     await page.getByRole('button', { name: 'Send' }).click();
@@ -343,7 +358,12 @@ describe(`sign-in pages as a new user meets them, in headless Chromium (${backen
     await link.waitFor();
     await page.waitForLoadState('networkidle');
     // Still signed in: a 401 for a stronger proof does not flip the top bar.
-    expect(await navLinks(page)).toEqual(['Security settings', 'API explorer', 'Sign out']);
+    expect(await navLinks(page)).toEqual([
+      'Security settings',
+      'Access requests',
+      'API explorer',
+      'Sign out',
+    ]);
     expect(await page.locator('#d-stepup').innerText()).not.toMatch(/sign in first/i);
     await expectNoJargon(page, '/signin/debug after 401');
     await expectAccessibleBothSchemes(page, '/signin/debug step-up offered');
@@ -351,7 +371,12 @@ describe(`sign-in pages as a new user meets them, in headless Chromium (${backen
     await link.click();
     await page.waitForURL((u) => u.pathname === '/signin');
     expect(await page.locator('h1').textContent()).toBe('Confirm it’s you');
-    expect(await navLinks(page)).toEqual(['Security settings', 'API explorer', 'Sign out']);
+    expect(await navLinks(page)).toEqual([
+      'Security settings',
+      'Access requests',
+      'API explorer',
+      'Sign out',
+    ]);
     const code = page.getByLabel('Code from your authenticator app');
     await code.waitFor();
     expect(await page.locator('#progress').textContent()).toBe(
@@ -481,7 +506,12 @@ describe(`sign-in pages as a new user meets them, in headless Chromium (${backen
     await page.request.post(`${base}/auth/email`, { form: { email: a.email }, headers: h });
     await page.request.post(`${base}/auth/password`, { form: { password: PW }, headers: h });
     await page.goto(`${base}/signin/debug`);
-    expect(await navLinks(page)).toEqual(['Security settings', 'API explorer', 'Sign out']);
+    expect(await navLinks(page)).toEqual([
+      'Security settings',
+      'Access requests',
+      'API explorer',
+      'Sign out',
+    ]);
     // Signed out elsewhere (another tab, an administrator): the next request is refused.
     expect((await page.request.post(`${base}/auth/signout`, { headers: h })).status()).toBe(204);
     await page.getByRole('button', { name: 'Send' }).click();

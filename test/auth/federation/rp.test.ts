@@ -487,10 +487,32 @@ describe.each(backends())('relying party: sign in through other providers (%s)',
     expect(d.headers['x-error-code']).toBe('Provider Unavailable');
   });
 
-  it('refuses plain-HTTP providers that are not on this machine', async () => {
-    const far = await createProviderApp(s, 'Far IdP', { ClientID: 'x', Issuer: 'http://idp.example.com' });
-    const r = await new Browser(s).post(`/auth/oauth2rp/${far}`);
-    expect(r.statusCode).toBe(502);
+  it('refuses plain-HTTP providers that are not on this machine, and plain OAuth 2.0 without user info, when written', async () => {
+    const write = (OAuth2: Record<string, unknown>) =>
+      s.req({ method: 'POST', url: '/apps', payload: { Name: `IdP ${Math.random()}`, OAuth2 } });
+    for (const [field, OAuth2] of [
+      ['OAuth2.Issuer', { ClientID: 'x', Issuer: 'http://idp.example.com' }],
+      [
+        'OAuth2.TokenURL',
+        {
+          ClientID: 'x',
+          AuthorizeURL: 'https://a.example/auth',
+          TokenURL: 'http://a.example/token',
+          UserInfoURL: 'https://a.example/me',
+        },
+      ],
+      [
+        'OAuth2.UserInfoURL',
+        { ClientID: 'x', AuthorizeURL: 'https://a.example/auth', TokenURL: 'https://a.example/token' },
+      ],
+    ] as const) {
+      const r = await write(OAuth2);
+      expect(r.statusCode, field).toBe(400);
+      expect(r.json().Field, field).toBe(field);
+    }
+    // Loopback http (a developer's provider) and a client ID alone (not a provider yet) are fine.
+    expect((await write({ ClientID: 'x', Issuer: 'http://127.0.0.1:9' })).statusCode).toBe(201);
+    expect((await write({ ClientID: 'x' })).statusCode).toBe(201);
   });
 
   it('removing a link needs step-up and ends the link', async () => {

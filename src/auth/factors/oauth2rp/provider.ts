@@ -9,6 +9,7 @@ import {
   None,
 } from 'openid-client';
 import { ApiError } from '../../../core/errors.js';
+import { httpsOrLoopback } from '../../../core/url.js';
 import { App } from '../../../objects/app.js';
 import type { Doc } from '../../../schema/fields.js';
 import type { ServiceContext } from '../../../store/context.js';
@@ -57,18 +58,10 @@ export function providerSettings(doc: Doc): Doc | undefined {
 
 /**
  * Plain HTTP is refused for provider endpoints, except to this machine (loopback), where a
- * developer's or a test's provider runs: everything else must be https.
+ * developer's or a test's provider runs: everything else must be https. Writes of an App check
+ * the same (src/objects/app.ts); this checks again what discovery names.
  */
-export function secureEnough(raw: string): boolean {
-  let u: URL;
-  try {
-    u = new URL(raw);
-  } catch {
-    return false;
-  }
-  if (u.protocol === 'https:') return true;
-  return u.protocol === 'http:' && ['127.0.0.1', '[::1]', 'localhost'].includes(u.hostname);
-}
+export const secureEnough = httpsOrLoopback;
 
 const cache = new Map<string, { at: number; config: Promise<Configuration> }>();
 

@@ -1,5 +1,13 @@
 import { knowledgeFactor } from '../knowledge.js';
 
+/** What is wrong with a new password under the tenant's rule (Tenant.PasswordMinLength), if anything. */
+export function passwordProblem(v: string, tenant: Record<string, unknown>): string | undefined {
+  const min = typeof tenant.PasswordMinLength === 'number' ? tenant.PasswordMinLength : 12;
+  if ([...v].length < min) return `must have at least ${min} characters`;
+  if (v.length > 1024) return 'must have at most 1024 characters';
+  return undefined;
+}
+
 /** POST /auth/password (form intent, password); PUT/DELETE /auth/enroll/password {"Password"}. */
 export const passwordFactor = knowledgeFactor({
   name: 'password',
@@ -8,10 +16,5 @@ export const passwordFactor = knowledgeFactor({
   hashKey: 'PasswordHash',
   flag: 'HavePassword',
   what: 'password',
-  check(v, tenant) {
-    const min = typeof tenant.PasswordMinLength === 'number' ? tenant.PasswordMinLength : 12;
-    if ([...v].length < min) return `must have at least ${min} characters`;
-    if (v.length > 1024) return 'must have at most 1024 characters';
-    return undefined;
-  },
+  check: passwordProblem,
 });
