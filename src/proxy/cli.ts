@@ -1,8 +1,14 @@
+import { ConfigError } from '../config/load.js';
 import { loadProxyConfig } from '../config/proxy.js';
 import { createLogger } from '../core/logger.js';
-import { startProxy } from './run.js';
+import { startProxy, tokenProblem } from './run.js';
+import { isProxyWorker, runPrimary, workerCount } from './workers.js';
 
-/** `gatehouse proxy`: load settings, listen, reload on SIGHUP, finish requests on SIGTERM/SIGINT. */
+/**
+ * `gatehouse proxy`: load settings, listen, reload on SIGHUP, finish requests on SIGTERM/SIGINT.
+ * With proxy.workers above one, this process is the primary (src/proxy/workers.ts) and each
+ * worker, started from the same command, runs the proxy.
+ */
 export async function runProxyCommand(
   flags: Record<string, string | undefined>,
   file: string | undefined,
@@ -11,6 +17,12 @@ export async function runProxyCommand(
   const sources = { file, env: process.env, flags, overrides };
   const config = loadProxyConfig(sources);
   const logger = createLogger(process.env.SVC_PROXY_LOGLEVEL ?? 'info');
+  if (!isProxyWorker()) {
+    const problem = tokenProblem(config.auth.token);
+    if (problem) throw new ConfigError('auth.token', problem);
+    const count = workerCount(config, logger);
+    if (count > 1) return runPrimary(config, count, logger);
+  }
   const running = await startProxy(config, { logger, sources });
   process.on('SIGHUP', () => {
     logger.info('SIGHUP: reloading settings');

@@ -31,6 +31,8 @@ export interface EndpointOptions {
   inflight: ReadonlyMap<string, InFlight>;
   /** A form body that pauses this long between two chunks is cut off: 408. */
   bodyIdleTimeoutMs?: number;
+  /** The proxy's origin as this request reached it (src/proxy/server.ts originOf). */
+  originOf: (req: IncomingMessage) => string;
 }
 
 export class ProxyEndpoints {
@@ -60,7 +62,7 @@ export class ProxyEndpoints {
       if (this.identity.tokenProblem)
         return refuse(req, res, this.identity.unavailable() as Extract<AuthOutcome, { ok: false }>);
       const back = new URLSearchParams(query.slice(1)).get('return') ?? '/';
-      const { location, setCookie } = this.identity.signinRedirect(req, back);
+      const { location, setCookie } = this.identity.signinRedirect(this.opts.originOf(req), back);
       limitUnusedBody(req, res);
       res.writeHead(302, { location, 'set-cookie': setCookie, 'cache-control': 'no-store' });
       return void res.end();

@@ -6,6 +6,7 @@ import type { Logger } from 'pino';
 import { ConfigError } from '../config/load.js';
 import { loadProxyConfig, type ProxyConfig, type ProxyConfigSources, RESTART_KEYS } from '../config/proxy.js';
 import { parseListen } from '../config/setting.js';
+import { PROXY_TOKEN_PATTERN } from '../wire/proxy.js';
 import { type AuthBackend, BackendError, HttpAuthBackend } from './backend.js';
 import { loadCookieKey } from './cookie.js';
 import { defaultMode, type Learned, learnFrom } from './hosts.js';
@@ -62,6 +63,12 @@ export interface StartProxyOptions {
 
 export async function startProxy(config: ProxyConfig, opts: StartProxyOptions): Promise<RunningProxy> {
   const log = opts.logger;
+  // With the real back channel, a proxy that could never authenticate anyone does not start
+  // (it would listen and answer 503 to everything); tests passing their own backend may omit it.
+  if (!opts.backend) {
+    const problem = tokenProblem(config.auth.token);
+    if (problem) throw new ConfigError('auth.token', problem);
+  }
   let cookieKey: ReturnType<typeof loadCookieKey>;
   try {
     cookieKey = loadCookieKey(config.proxy.cookiekey);
@@ -255,6 +262,14 @@ export async function startProxy(config: ProxyConfig, opts: StartProxyOptions): 
       tlsManager?.close();
     },
   };
+}
+
+/** Why auth.token cannot be a proxy token, or undefined; never echoes the value (it is a secret). */
+export function tokenProblem(token: string): string | undefined {
+  if (token === '') return 'is not set: issue one with POST /apps/<app id>/proxytoken';
+  if (!PROXY_TOKEN_PATTERN.test(token))
+    return `is malformed (${token.length} characters): expected gp.<app id>.<43 characters>, as POST /apps/<app id>/proxytoken returns it`;
+  return undefined;
 }
 
 function listen(server: http.Server, host: string, port: number) {

@@ -1,24 +1,32 @@
 import type { KeyObject } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Duplex } from 'node:stream';
+import type { Duplex, Readable } from 'node:stream';
 import type { Logger } from 'pino';
+import { AddressMatcher } from '../config/addresses.js';
 import type { ProxyConfig } from '../config/proxy.js';
 import { routeFor } from '../config/routing.js';
 import { declaresBody } from '../core/unusedbody.js';
 import { PROXY_PATHS } from '../wire/proxy.js';
+import { AccessLog, type AccessRecord } from './accesslog.js';
 import { AssertionSigner } from './assertion.js';
 import type { AuthBackend } from './backend.js';
+import { type BodyLimits, BodyWatch } from './body.js';
 import { COOKIE_NAME, type CookieSigner } from './cookie.js';
 import type { ApiKeyCache } from './credentials.js';
 import { type InFlight, newToken, ProxyEndpoints } from './endpoints.js';
 import { HttpError, rawResponse, sendError, upstreamError } from './errors.js';
+import { ForwardAuth, type ForwardAuthResult, RefusedError } from './forwardauth.js';
 import { upstreamHeaders } from './headers.js';
 import { HostRoutes, type Learned } from './hosts.js';
 import { continueIfExpected, hostOf, listenerOrigin, redact, requestTarget } from './http.js';
-import { type AuthOutcome, IdentityResolver, refuse } from './identity.js';
+import { type AuthOutcome, IdentityResolver } from './identity.js';
+import type { PageDetail } from './pages.js';
+import { Readiness } from './readiness.js';
 import { Relay } from './relay.js';
 import { isWebsocketUpgrade, rawError, UpgradeRelay } from './upgrade.js';
 import { UpstreamPool, type UpstreamTarget, upstreamTarget } from './upstream/pool.js';
+
+const EMPTY: ReadonlySet<string> = new Set();
 
 export interface ProxyOptions {
   config: ProxyConfig;
@@ -70,11 +78,22 @@ export class AccessProxy {
   private learned: Learned | undefined;
   /** Defaults per Host from `config` and `learned`; rebuilt when either changes, never mutated. */
   private routes: HostRoutes;
+  /** Answers nginx's, Traefik's and Caddy's forward-auth subrequests (src/proxy/forwardauth.ts). */
+  private readonly forwardAuth: ForwardAuth;
+  /** proxy.trustedproxies, compiled; rebuilt when the setting changes. */
+  private trusted: AddressMatcher;
+  private readonly accessLog: AccessLog;
+  /** Request bodies being read or streamed, watched for a minimum rate (src/proxy/body.ts). */
+  private readonly bodies = new BodyWatch();
+  /** Whether the service answers, for the health endpoint (src/proxy/readiness.ts). */
+  readonly readiness: Readiness;
 
   constructor(private readonly opts: ProxyOptions) {
     this.config = opts.config;
     this.routes = new HostRoutes(opts.config, undefined);
     this.log = opts.logger;
+    this.accessLog = new AccessLog(opts.logger);
+    this.trusted = new AddressMatcher(opts.config.proxy.trustedproxies);
     this.identity = new IdentityResolver({
       token: opts.config.auth.token,
       backend: opts.backend,
@@ -95,7 +114,17 @@ export class AccessProxy {
       backend: opts.backend,
       inflight: this.inflight,
       bodyIdleTimeoutMs: opts.bodyIdleTimeoutMs,
+      originOf: (req) => this.originOf(req),
     });
+    this.forwardAuth = new ForwardAuth({
+      identity: this.identity,
+      assertions: this.assertions,
+      config: () => this.config,
+      routes: () => this.routes,
+      trusted: () => this.trusted,
+      origins: () => this.learned?.origins ?? EMPTY,
+    });
+    this.readiness = new Readiness(opts.backend, () => this.identity.tokenProblem);
     const timeout = opts.upstreamTimeoutMs ?? 60_000;
     this.pool = new UpstreamPool({
       keepAliveMs: 30_000,
@@ -110,6 +139,8 @@ export class AccessProxy {
   /** Replaces the settings (SIGHUP); requests in flight keep the ones they started with. */
   setConfig(config: ProxyConfig) {
     this.config = config;
+    if (config.proxy.trustedproxies !== this.trusted.text)
+      this.trusted = new AddressMatcher(config.proxy.trustedproxies);
     const keyProblem = this.assertions.reload();
     if (keyProblem)
       this.log.error(
@@ -144,6 +175,7 @@ export class AccessProxy {
   }
 
   async close() {
+    this.bodies.close();
     await this.pool.close();
   }
 
@@ -208,40 +240,90 @@ export class AccessProxy {
 
   readonly handler = (req: IncomingMessage, res: ServerResponse) => {
     this.lastResponse.set(req.socket, res);
+    const rec = this.accessLog.start(req, res);
     // Synchronous when the credential is cached (the common case): no promise per request.
     try {
-      const pending = this.handle(req, res);
+      const pending = this.handle(req, res, rec);
       if (pending) pending.catch((e: unknown) => this.fail(req, res, e));
     } catch (e) {
       this.fail(req, res, e);
     }
   };
 
-  private handle(req: IncomingMessage, res: ServerResponse): Promise<void> | undefined {
+  private handle(req: IncomingMessage, res: ServerResponse, rec: AccessRecord): Promise<void> | undefined {
     const { path, query } = requestTarget(req.url);
     this.learnHost(req);
-    if (path.startsWith(PROXY_PATHS.base)) return this.endpoints.internal(req, res, path, query);
+    if (path.startsWith(PROXY_PATHS.base)) return this.internal(req, res, rec, path, query);
     const route = routeFor(this.config, path, this.routes.defaultsFor(req.headers.host));
+    rec.mode = route.auth;
     const auth = this.identity.authenticate(req, route.auth);
     if (auth instanceof Promise)
-      return auth.then((a) => this.forward(req, res, route.upstream, path, query, a));
-    this.forward(req, res, route.upstream, path, query, auth);
+      return auth.then((a) => this.forward(req, res, rec, route.upstream, path, query, a));
+    this.forward(req, res, rec, route.upstream, path, query, auth);
     return undefined;
+  }
+
+  /** The proxy's own paths: forward auth and health here, the others in endpoints.ts. */
+  private internal(
+    req: IncomingMessage,
+    res: ServerResponse,
+    rec: AccessRecord,
+    path: string,
+    query: string,
+  ): Promise<void> | undefined {
+    if (path === PROXY_PATHS.authRequest || path === PROXY_PATHS.forwardAuth) {
+      const note: ForwardAuthResult = {
+        mode: undefined,
+        outcome: undefined,
+        host: undefined,
+        path: undefined,
+      };
+      const noted = () => {
+        rec.mode = note.mode ?? null;
+        if (note.host !== undefined) rec.host = note.host;
+        if (note.path !== undefined) rec.url = note.path;
+        if (note.outcome?.ok && note.outcome.who) {
+          rec.user = note.outcome.who.identity.UserID;
+          rec.authType = note.outcome.who.authType;
+        }
+      };
+      try {
+        const pending = this.forwardAuth.handle(
+          req,
+          res,
+          path === PROXY_PATHS.authRequest ? 'auth-request' : 'forward-auth',
+          note,
+        );
+        if (!pending) return void noted();
+        return pending.finally(noted);
+      } catch (e) {
+        noted();
+        throw e;
+      }
+    }
+    if (path === PROXY_PATHS.health) return this.readiness.answer(req, res);
+    return this.endpoints.internal(req, res, path, query);
   }
 
   private forward(
     req: IncomingMessage,
     res: ServerResponse,
+    rec: AccessRecord,
     upstream: string,
     path: string,
     query: string,
     auth: AuthOutcome,
   ) {
-    if (!auth.ok) return refuse(req, res, auth);
+    if (!auth.ok) return this.refuse(req, res, auth);
     // Authentication may have waited on the service. A client gone meanwhile has had its 'close'
     // already: nothing would ever end the exchange or invalidate its access-check URL.
     if (res.destroyed) return;
     const who = auth.who;
+    if (who) {
+      rec.user = who.identity.UserID;
+      rec.authType = who.authType;
+    }
+    rec.upstream = upstream;
     const token = newToken();
     const origin = this.originOf(req);
     this.inflight.set(token, { identity: who?.identity, origin });
@@ -258,22 +340,41 @@ export class AccessProxy {
           ]
         : undefined;
     const relay = new Relay(res, extraCookies, (e) => this.fail(req, res, e));
-    if (hasBody) continueIfExpected(req, res);
-    relay.exchange = this.pool.request(
-      {
-        target: up.target,
-        method: req.method ?? 'GET',
-        head,
-        body: hasBody ? req : null,
-        // Node has checked Content-Length; a body without one is sent chunked.
-        contentLength: length === undefined ? undefined : Number(length),
-      },
-      relay,
-    );
+    const contentLength = length === undefined ? undefined : Number(length);
+    const send = (body: Readable | null) => {
+      if (res.destroyed) return;
+      relay.exchange = this.pool.request(
+        {
+          target: up.target,
+          method: req.method ?? 'GET',
+          head,
+          body,
+          // Node has checked Content-Length; a body without one is sent chunked.
+          contentLength,
+        },
+        relay,
+      );
+    };
     res.once('close', () => {
       this.inflight.delete(token);
       if (!res.writableFinished) relay.exchange?.abort();
     });
+    if (!hasBody) return send(null);
+    continueIfExpected(req, res);
+    // The body's first part is read here at an acceptable rate before a connection is taken
+    // (src/proxy/body.ts): a trickling client holds no upstream connection.
+    const limits = this.bodyLimits();
+    this.bodies
+      .gate(req, contentLength, limits, (e) => {
+        relay.exchange?.abort();
+        this.fail(req, res, e);
+      })
+      .then(send, (e: unknown) => this.fail(req, res, e));
+  }
+
+  private bodyLimits(): BodyLimits {
+    const p = this.config.proxy;
+    return { minRate: p.bodyminrate, stallMs: p.bodytimeout * 1000 };
   }
 
   readonly upgrade = (req: IncomingMessage, socket: Duplex, head: Buffer) => {
@@ -352,7 +453,28 @@ export class AccessProxy {
 
   // ---- responses ----------------------------------------------------------------------------
 
+  /**
+   * A refused request: 302 to sign in, 401, or 403 with the error page, which for a user the App
+   * is closed to names the App and links to its access-request page (when the service said where).
+   */
+  private refuse(req: IncomingMessage, res: ServerResponse, out: Extract<AuthOutcome, { ok: false }>) {
+    let detail: PageDetail | undefined;
+    let message = out.message;
+    let headers = out.headers;
+    const appName = this.learned?.appName || undefined;
+    if (out.denied) {
+      const link = this.learned?.accessRequestUrl;
+      message = `Your account is not in a group that may use ${appName ?? 'this application'}.${link ? ' You can ask for access.' : ' Ask an administrator for access.'}`;
+      detail = { appName, link: link ? { href: link, text: 'Ask for access' } : undefined };
+      if (link) headers = { ...headers, location: link };
+    } else if (out.status === 401 && out.headers?.location)
+      detail = { appName, link: { href: out.headers.location, text: 'Sign in' } };
+    else detail = { appName };
+    sendError(req, res, out.status, out.code, message, headers, detail);
+  }
+
   private fail(req: IncomingMessage, res: ServerResponse, e: unknown) {
+    if (e instanceof RefusedError && !res.headersSent) return this.refuse(req, res, e.outcome);
     const err =
       e instanceof HttpError ? e : new HttpError(500, 'Internal Error', 'internal error in the proxy');
     if (!(e instanceof HttpError)) this.log.error({ err: e }, 'proxy error');
@@ -365,7 +487,15 @@ export class AccessProxy {
       res.destroy();
       return;
     }
-    sendError(req, res, err.status, err.code, err.message);
+    sendError(
+      req,
+      res,
+      err.status,
+      err.code,
+      err.message,
+      {},
+      { appName: this.learned?.appName || undefined },
+    );
   }
 
   /** A Host header already found to hold no name to learn (an IP address). */
