@@ -67,8 +67,11 @@ function run(bin: string, args: string[], env: NodeJS.ProcessEnv, port: number):
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
-  proc.stdout?.on('data', (d: Buffer) => void (out += d.toString()));
-  proc.stderr?.on('data', (d: Buffer) => void (out += d.toString()));
+  const collect = (d: Buffer) => {
+    out += d.toString();
+  };
+  proc.stdout?.on('data', collect);
+  proc.stderr?.on('data', collect);
   return waitForPort(port, proc, () => out).then(() => ({
     url: `http://127.0.0.1:${port}`,
     port,
@@ -161,3 +164,44 @@ export function missing(name: string, bin: string | undefined): boolean {
   console.warn(`skipping the ${name} forward-auth tests: ${name} is not installed`);
   return true;
 }
+
+/** A browser over real HTTP: follows nothing by itself, keeps cookies per origin. */
+export class Jar {
+  readonly byOrigin = new Map<string, Map<string, string>>();
+  set(origin: string, name: string, value: string) {
+    const m = this.byOrigin.get(origin) ?? new Map<string, string>();
+    if (value === '') m.delete(name);
+    else m.set(name, value);
+    this.byOrigin.set(origin, m);
+  }
+  async get(url: string, headers: Record<string, string> = {}) {
+    const origin = new URL(url).origin;
+    const jar = this.byOrigin.get(origin);
+    const h: Record<string, string> = { accept: 'text/html', ...headers };
+    if (jar?.size) h.cookie = [...jar].map(([k, v]) => `${k}=${v}`).join('; ');
+    const res = await fetch(url, { headers: h, redirect: 'manual' });
+    const setCookies = res.headers.getSetCookie();
+    for (const c of setCookies) {
+      const [pair] = c.split(';');
+      const i = (pair ?? '').indexOf('=');
+      this.set(origin, (pair ?? '').slice(0, i), /Max-Age=0(;|$)/.test(c) ? '' : (pair ?? '').slice(i + 1));
+    }
+    return { res, text: await res.text(), setCookies, location: res.headers.get('location') ?? '' };
+  }
+}
+
+/** Headers a client forges to pass for someone, in several spellings an application may read. */
+export const FORGED: Record<string, string> = {
+  'X-Service-User': 'forged-1',
+  'X-Service-Email': 'forged-2@evil.example',
+  'X-Service-User-Name': 'forged-3',
+  'X-Service-Full-Name': 'forged-4',
+  'X-Service-Auth-Type': 'forged-5',
+  'X-Service-Session-Expires': 'forged-6',
+  'X-Service-Assertion': 'forged-7',
+  'X-Remote-User': 'forged-8',
+  X_Service_User: 'forged-9',
+  'x.service.email': 'forged-10',
+  'Remote-User': 'forged-11',
+  x_remote_user: 'forged-12',
+};
