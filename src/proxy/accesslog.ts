@@ -5,7 +5,7 @@
  * tokens); no header value is logged.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Logger } from 'pino';
+import pino, { type Logger } from 'pino';
 import type { AuthMode } from '../config/proxy.js';
 import { errorCodeOf } from './errors.js';
 import { redact } from './http.js';
@@ -27,6 +27,25 @@ export interface AccessRecord {
 /** Request IDs: this process's ID and a counter (cheap, unique per process and run). */
 let counter = 0;
 const PREFIX = `${process.pid.toString(36)}-`;
+
+/**
+ * The access log's own logger for the command: JSON lines on stdout like the process logger, but
+ * written in batches (at most a second late) rather than one write call per line, which cost a
+ * quarter of the proxy's CPU under load, and without the redaction pass (the line holds no header
+ * and its URL is redacted above). `flush` writes what is pending (at exit).
+ */
+export function accessLogger(level: string): { logger: Logger; flush: () => void } {
+  const dest = pino.destination({ dest: 1, sync: false, minLength: 8 * 1024 });
+  const timer = setInterval(() => dest.flush(), 1_000);
+  timer.unref();
+  return {
+    logger: pino({ level }, dest),
+    flush: () => {
+      clearInterval(timer);
+      dest.flushSync();
+    },
+  };
+}
 
 export class AccessLog {
   constructor(private readonly log: Logger) {}

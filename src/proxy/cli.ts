@@ -1,6 +1,7 @@
 import { ConfigError } from '../config/load.js';
 import { loadProxyConfig } from '../config/proxy.js';
 import { createLogger } from '../core/logger.js';
+import { accessLogger } from './accesslog.js';
 import { startProxy, tokenProblem } from './run.js';
 import { isProxyWorker, runPrimary, workerCount } from './workers.js';
 
@@ -23,7 +24,8 @@ export async function runProxyCommand(
     const count = workerCount(config, logger);
     if (count > 1) return runPrimary(config, count, logger);
   }
-  const running = await startProxy(config, { logger, sources });
+  const access = accessLogger(process.env.SVC_PROXY_LOGLEVEL ?? 'info');
+  const running = await startProxy(config, { logger, accessLogger: access.logger, sources });
   process.on('SIGHUP', () => {
     logger.info('SIGHUP: reloading settings');
     running.reload();
@@ -34,6 +36,7 @@ export async function runProxyCommand(
     stopping = true;
     logger.info({ signal }, 'proxy shutting down');
     await running.close();
+    access.flush();
     process.exit(0);
   };
   process.on('SIGTERM', () => void stop('SIGTERM'));

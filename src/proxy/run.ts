@@ -39,6 +39,8 @@ export interface RunningProxy {
 
 export interface StartProxyOptions {
   logger: Logger;
+  /** Where the access log goes (one line per request); default `logger` (src/proxy/accesslog.ts). */
+  accessLogger?: Logger;
   /** Where settings come from, kept for reloads. */
   sources?: ProxyConfigSources;
   /** For tests: a back channel other than HTTP to auth.server. */
@@ -83,6 +85,7 @@ export async function startProxy(config: ProxyConfig, opts: StartProxyOptions): 
     config,
     backend,
     logger: log,
+    accessLogger: opts.accessLogger,
     cookieKey: cookieKey.key,
     secure: config.proxy.tls,
     upstreamTimeoutMs: opts.upstreamTimeoutMs,

@@ -32,6 +32,8 @@ export interface ProxyOptions {
   config: ProxyConfig;
   backend: AuthBackend;
   logger: Logger;
+  /** Where the access log goes (one line per request); default `logger`. */
+  accessLogger?: Logger;
   cookieKey: KeyObject;
   /** Whether clients reach this proxy over TLS (cookies get Secure, URLs https). */
   secure: boolean;
@@ -92,7 +94,7 @@ export class AccessProxy {
     this.config = opts.config;
     this.routes = new HostRoutes(opts.config, undefined);
     this.log = opts.logger;
-    this.accessLog = new AccessLog(opts.logger);
+    this.accessLog = new AccessLog(opts.accessLogger ?? opts.logger);
     this.trusted = new AddressMatcher(opts.config.proxy.trustedproxies);
     this.identity = new IdentityResolver({
       token: opts.config.auth.token,
