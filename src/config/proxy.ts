@@ -1,3 +1,5 @@
+// Over 400 lines: every setting of the proxy is declared here once, section by section (the point of
+// the file); the loading code below them is short.
 import { availableParallelism } from 'node:os';
 import { readP256PrivateKey } from '../core/eckey.js';
 import { canonicalPath, PathError, pathMatchKey } from '../core/path.js';

@@ -15,7 +15,6 @@ import { HttpError } from './errors.js';
 export const BODY_BUFFER_BYTES = 64 * 1024;
 /** The minimum rate is averaged over this many seconds. */
 export const RATE_WINDOW_S = 10;
-const TICK_MS = 1_000;
 
 export interface BodyLimits {
   /** Bytes per second at least, over RATE_WINDOW_S; 0: no minimum. */
@@ -31,9 +30,11 @@ class Watched {
   at = 0;
   current = 0;
   received = 0;
-  /** Ticks watched while the body was flowing (the rate is judged only after a whole window). */
+  /** Seconds watched while the body was flowing (the rate is judged only after a whole window). */
   age = 0;
   lastByte = Date.now();
+  /** When the current one-second bucket of the rate began. */
+  secondAt = Date.now();
 
   constructor(
     readonly req: IncomingMessage,
@@ -44,18 +45,22 @@ class Watched {
 
   /** Why this body is too slow now, or undefined. */
   judge(now: number): string | undefined {
-    this.ticks[this.at] = this.current;
-    this.at = (this.at + 1) % RATE_WINDOW_S;
-    this.current = 0;
     // Paused by the proxy (the upstream is not reading): the client is not the slow one.
     if (this.req.readableFlowing === false) {
       this.lastByte = now;
       this.age = 0;
       this.ticks.fill(0);
+      this.current = 0;
+      this.secondAt = now;
       return undefined;
     }
     if (now - this.lastByte > this.limits.stallMs)
-      return `nothing of the request body came for ${Math.round(this.limits.stallMs / 1000)} s`;
+      return `nothing of the request body came for ${this.limits.stallMs / 1000} s`;
+    if (now - this.secondAt < 1000) return undefined;
+    this.secondAt = now;
+    this.ticks[this.at] = this.current;
+    this.at = (this.at + 1) % RATE_WINDOW_S;
+    this.current = 0;
     if (this.limits.minRate > 0 && ++this.age >= RATE_WINDOW_S) {
       let inWindow = 0;
       for (const n of this.ticks) inWindow += n;
@@ -73,6 +78,9 @@ class Watched {
 export class BodyWatch {
   private readonly watched = new Set<Watched>();
   private timer: NodeJS.Timeout | undefined;
+
+  /** `tickMs`: how often bodies are looked at (a quarter of the stall bound, at most a second). */
+  constructor(private readonly tickMs = 1_000) {}
 
   /**
    * Reads the first BODY_BUFFER_BYTES of a body (all of a shorter one) at an acceptable rate, and
@@ -144,7 +152,7 @@ export class BodyWatch {
   private add(w: Watched) {
     this.watched.add(w);
     if (!this.timer) {
-      this.timer = setInterval(() => this.tick(), TICK_MS);
+      this.timer = setInterval(() => this.tick(), this.tickMs);
       this.timer.unref();
     }
   }

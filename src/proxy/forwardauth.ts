@@ -11,6 +11,7 @@ import type { AuthMode, ProxyConfig } from '../config/proxy.js';
 import { routeFor } from '../config/routing.js';
 import { limitUnusedBody } from '../core/unusedbody.js';
 import { ASSERTION_HEADER, type WireIdentity } from '../wire/proxy.js';
+import type { AccessRecord } from './accesslog.js';
 import type { AssertionSigner } from './assertion.js';
 import { forwardableAuthorization } from './credentials.js';
 import { HttpError } from './errors.js';
@@ -115,6 +116,33 @@ export function originalRequest(req: IncomingMessage, kind: ForwardAuthKind): Or
 
 export class ForwardAuth {
   constructor(private readonly o: ForwardAuthOptions) {}
+
+  /** Answers one forward-auth request and notes in the access record what was decided. */
+  answerFor(
+    req: IncomingMessage,
+    res: ServerResponse,
+    kind: ForwardAuthKind,
+    rec: AccessRecord,
+  ): Promise<void> | undefined {
+    const note: ForwardAuthResult = { mode: undefined, outcome: undefined, host: undefined, path: undefined };
+    const noted = () => {
+      rec.mode = note.mode ?? null;
+      if (note.host !== undefined) rec.host = note.host;
+      if (note.path !== undefined) rec.url = note.path;
+      if (note.outcome?.ok && note.outcome.who) {
+        rec.user = note.outcome.who.identity.UserID;
+        rec.authType = note.outcome.who.authType;
+      }
+    };
+    try {
+      const pending = this.handle(req, res, kind, note);
+      if (!pending) return void noted();
+      return pending.finally(noted);
+    } catch (e) {
+      noted();
+      throw e;
+    }
+  }
 
   /**
    * Answers one forward-auth request (GET or HEAD; its body is never read). `done` receives what

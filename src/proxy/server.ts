@@ -1,3 +1,6 @@
+// Over 400 lines: the one class every request passes through (dispatch, forwarding, upgrades and
+// the origin they are built on share its per-proxy state); forward auth, bodies, logs, pages and
+// identity live in their own files.
 import type { KeyObject } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex, Readable } from 'node:stream';
@@ -15,13 +18,13 @@ import { COOKIE_NAME, type CookieSigner } from './cookie.js';
 import type { ApiKeyCache } from './credentials.js';
 import { type InFlight, newToken, ProxyEndpoints } from './endpoints.js';
 import { HttpError, rawResponse, sendError, upstreamError } from './errors.js';
-import { ForwardAuth, type ForwardAuthResult, RefusedError } from './forwardauth.js';
+import { ForwardAuth, RefusedError } from './forwardauth.js';
 import { upstreamHeaders } from './headers.js';
 import { HostRoutes, type Learned } from './hosts.js';
 import { continueIfExpected, hostOf, listenerOrigin, redact, requestTarget } from './http.js';
 import { type AuthOutcome, IdentityResolver } from './identity.js';
-import type { PageDetail } from './pages.js';
 import { Readiness } from './readiness.js';
+import { refusal } from './refusal.js';
 import { Relay } from './relay.js';
 import { isWebsocketUpgrade, rawError, UpgradeRelay } from './upgrade.js';
 import { UpstreamPool, type UpstreamTarget, upstreamTarget } from './upstream/pool.js';
@@ -86,7 +89,7 @@ export class AccessProxy {
   private trusted: AddressMatcher;
   private readonly accessLog: AccessLog;
   /** Request bodies being read or streamed, watched for a minimum rate (src/proxy/body.ts). */
-  private readonly bodies = new BodyWatch();
+  private readonly bodies: BodyWatch;
   /** Whether the service answers, for the health endpoint (src/proxy/readiness.ts). */
   readonly readiness: Readiness;
 
@@ -95,6 +98,8 @@ export class AccessProxy {
     this.routes = new HostRoutes(opts.config, undefined);
     this.log = opts.logger;
     this.accessLog = new AccessLog(opts.accessLogger ?? opts.logger);
+    const stallMs = opts.bodyIdleTimeoutMs ?? opts.config.proxy.bodytimeout * 1000;
+    this.bodies = new BodyWatch(Math.max(50, Math.min(1_000, Math.floor(stallMs / 4))));
     this.trusted = new AddressMatcher(opts.config.proxy.trustedproxies);
     this.identity = new IdentityResolver({
       token: opts.config.auth.token,
@@ -273,36 +278,13 @@ export class AccessProxy {
     path: string,
     query: string,
   ): Promise<void> | undefined {
-    if (path === PROXY_PATHS.authRequest || path === PROXY_PATHS.forwardAuth) {
-      const note: ForwardAuthResult = {
-        mode: undefined,
-        outcome: undefined,
-        host: undefined,
-        path: undefined,
-      };
-      const noted = () => {
-        rec.mode = note.mode ?? null;
-        if (note.host !== undefined) rec.host = note.host;
-        if (note.path !== undefined) rec.url = note.path;
-        if (note.outcome?.ok && note.outcome.who) {
-          rec.user = note.outcome.who.identity.UserID;
-          rec.authType = note.outcome.who.authType;
-        }
-      };
-      try {
-        const pending = this.forwardAuth.handle(
-          req,
-          res,
-          path === PROXY_PATHS.authRequest ? 'auth-request' : 'forward-auth',
-          note,
-        );
-        if (!pending) return void noted();
-        return pending.finally(noted);
-      } catch (e) {
-        noted();
-        throw e;
-      }
-    }
+    if (path === PROXY_PATHS.authRequest || path === PROXY_PATHS.forwardAuth)
+      return this.forwardAuth.answerFor(
+        req,
+        res,
+        path === PROXY_PATHS.authRequest ? 'auth-request' : 'forward-auth',
+        rec,
+      );
     if (path === PROXY_PATHS.health) return this.readiness.answer(req, res);
     return this.endpoints.internal(req, res, path, query);
   }
@@ -369,14 +351,21 @@ export class AccessProxy {
     this.bodies
       .gate(req, contentLength, limits, (e) => {
         relay.exchange?.abort();
-        this.fail(req, res, e);
+        this.slowBody(req, res, e);
       })
-      .then(send, (e: unknown) => this.fail(req, res, e));
+      .then(send, (e: unknown) => this.slowBody(req, res, e));
+  }
+
+  /** A body too slow (408) or cut off: answered, and the connection closed (the rest never comes). */
+  private slowBody(req: IncomingMessage, res: ServerResponse, e: unknown) {
+    if (!res.headersSent) res.shouldKeepAlive = false;
+    this.fail(req, res, e);
   }
 
   private bodyLimits(): BodyLimits {
     const p = this.config.proxy;
-    return { minRate: p.bodyminrate, stallMs: p.bodytimeout * 1000 };
+    // bodyIdleTimeoutMs (tests) replaces proxy.bodytimeout.
+    return { minRate: p.bodyminrate, stallMs: this.opts.bodyIdleTimeoutMs ?? p.bodytimeout * 1000 };
   }
 
   readonly upgrade = (req: IncomingMessage, socket: Duplex, head: Buffer) => {
@@ -460,19 +449,8 @@ export class AccessProxy {
    * is closed to names the App and links to its access-request page (when the service said where).
    */
   private refuse(req: IncomingMessage, res: ServerResponse, out: Extract<AuthOutcome, { ok: false }>) {
-    let detail: PageDetail | undefined;
-    let message = out.message;
-    let headers = out.headers;
-    const appName = this.learned?.appName || undefined;
-    if (out.denied) {
-      const link = this.learned?.accessRequestUrl;
-      message = `Your account is not in a group that may use ${appName ?? 'this application'}.${link ? ' You can ask for access.' : ' Ask an administrator for access.'}`;
-      detail = { appName, link: link ? { href: link, text: 'Ask for access' } : undefined };
-      if (link) headers = { ...headers, location: link };
-    } else if (out.status === 401 && out.headers?.location)
-      detail = { appName, link: { href: out.headers.location, text: 'Sign in' } };
-    else detail = { appName };
-    sendError(req, res, out.status, out.code, message, headers, detail);
+    const r = refusal(out, this.learned);
+    sendError(req, res, out.status, out.code, r.message, r.headers, r.detail);
   }
 
   private fail(req: IncomingMessage, res: ServerResponse, e: unknown) {
