@@ -1,4 +1,4 @@
-import { type KeyObject, randomBytes } from 'node:crypto';
+import type { KeyObject } from 'node:crypto';
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import type { AuthMode, ProxyConfig } from '../config/proxy.js';
@@ -8,6 +8,7 @@ import { COOKIE_NAME, CookieSigner, cookieHeader, RenewalCache, readCookie, STAT
 import { ApiKeyCache, keyInQuery, presentedCredential } from './credentials.js';
 import { sendError } from './errors.js';
 import { isBrowser, safeReturnPath } from './http.js';
+import { STATE_TTL_S, StateSealer } from './state.js';
 
 export interface Identified {
   identity: WireIdentity;
@@ -93,7 +94,11 @@ export class IdentityResolver {
     else if (!m) this.tokenProblem = 'auth.token is not a proxy token (expected gp.<app id>.<secret>)';
     this.keys = new ApiKeyCache(() => opts.backend);
     this.signer = new CookieSigner(opts.cookieKey, `gatehouse-proxy:${this.appId ?? ''}`, opts.cookieTtlS);
+    this.states = new StateSealer(opts.cookieKey);
   }
+
+  /** Seals and opens the sign-in state (src/proxy/state.ts). */
+  readonly states: StateSealer;
 
   /** Synchronous for cached API keys and cookies; a promise when the service must be asked. */
   authenticate(req: RequestView, mode: AuthMode): AuthOutcome | Promise<AuthOutcome> {
@@ -231,16 +236,16 @@ export class IdentityResolver {
    * Starts the sign-in handshake: a state cookie here, the browser to the service with the
    * callback URL on `origin` (the service checks it is an origin of the App).
    */
-  signinRedirect(origin: string, returnTo: string) {
-    const state = randomBytes(18).toString('base64url');
+  signinRedirect(origin: string, returnTo: string, retried = false) {
     const back = safeReturnPath(returnTo);
+    const state = this.states.seal(back, retried);
     const callback = `${origin}${PROXY_PATHS.callback}`;
     const params = new URLSearchParams({ app: this.appId ?? '', state, return: callback });
     const location = `${this.opts.backend.publicUrl}${BACKCHANNEL}/signin?${params}`;
     const setCookie = this.cookie(
       STATE_COOKIE,
       `${state}.${Buffer.from(back).toString('base64url')}`,
-      600,
+      STATE_TTL_S,
       PROXY_PATHS.base,
     );
     return { location, setCookie };

@@ -20,7 +20,7 @@ import { type InFlight, newToken, ProxyEndpoints } from './endpoints.js';
 import { HttpError, rawResponse, sendError, upstreamError } from './errors.js';
 import { ForwardAuth, RefusedError } from './forwardauth.js';
 import { upstreamHeaders } from './headers.js';
-import { HostRoutes, type Learned } from './hosts.js';
+import { HostRoutes, httpOrigin, type Learned } from './hosts.js';
 import { continueIfExpected, hostOf, listenerOrigin, redact, requestTarget } from './http.js';
 import { type AuthOutcome, IdentityResolver } from './identity.js';
 import { Readiness } from './readiness.js';
@@ -122,6 +122,7 @@ export class AccessProxy {
       inflight: this.inflight,
       bodyIdleTimeoutMs: opts.bodyIdleTimeoutMs,
       originOf: (req) => this.originOf(req),
+      callbackOrigin: (req) => this.callbackOrigin(req),
     });
     this.forwardAuth = new ForwardAuth({
       identity: this.identity,
@@ -228,6 +229,20 @@ export class AccessProxy {
     this.lastPort = localPort ?? -1;
     this.lastOrigin = origin;
     return origin;
+  }
+
+  /**
+   * The origin a request reached: behind a trusted front proxy (forward auth), its Host with the
+   * scheme the front proxy says (X-Forwarded-Proto), else the proxy's own (originOf). Used only to
+   * start a sign-in again at the callback; the service accepts the callback URL on an origin of
+   * the App only.
+   */
+  private callbackOrigin(req: IncomingMessage): string {
+    const host = req.headers.host;
+    if (host === undefined || !this.trusted.matches(req.socket.remoteAddress)) return this.originOf(req);
+    const proto = req.headers['x-forwarded-proto'];
+    const scheme = proto === 'https' || proto === 'http' ? proto : this.opts.secure ? 'https' : 'http';
+    return httpOrigin(`${scheme}://${host}/`) ?? this.originOf(req);
   }
 
   /** proxy.privateaddress without trailing slashes, recomputed only when the setting changes. */

@@ -8,7 +8,17 @@ import { App } from '../../src/objects/app.js';
 import type { RunningProxy } from '../../src/proxy/run.js';
 import { makeUser, signedIn } from '../auth/client.js';
 import { backends } from '../helpers.js';
-import { CADDY, FORGED, type FrontProxy, Jar, missing, NGINX, startCaddy, startNginx } from './frontproxy.js';
+import {
+  CADDY,
+  docConfig,
+  FORGED,
+  type FrontProxy,
+  Jar,
+  missing,
+  NGINX,
+  startCaddy,
+  startNginx,
+} from './frontproxy.js';
 import { basic, startWorld, type World } from './harness.js';
 
 const PASSWORD = 'correct horse battery staple 42';
@@ -158,6 +168,41 @@ describe.each(backends())('forward auth behind real nginx and Caddy on %s', (bac
       expect(h['x-service-auth-type'], name).toBe('session');
       expect(h['x-service-session-expires'], name).toMatch(/GMT$/);
       expect(JSON.stringify(h), name).not.toMatch(/forged/);
+    }
+  });
+
+  it('completes the round trip behind an nginx that does not pass the sign-in cookie on (one more hop)', async () => {
+    if (!nginx) return;
+    const plain = await startNginx(
+      new URL(g.url).host,
+      new URL(w.echo.url).host,
+      docConfig('nginx').replace(/^\s*add_header Set-Cookie .*$/m, ''),
+    );
+    await w.s.store.systemPut(App, w.appId, (doc) => ({
+      doc: { ...(doc ?? {}), AllowedOrigins: [nginx?.url, caddy?.url, plain.url].filter(Boolean) },
+    }));
+    try {
+      const jar = new Jar();
+      jar.set(w.serviceUrl, 'gatehouse_session', serviceSession);
+      const m = mark();
+      const first = await jar.get(`${plain.url}/deep/${m}?q=1`);
+      expect(first.res.status).toBe(302);
+      expect(first.setCookies).toHaveLength(0);
+      const atService = await jar.get(first.location);
+      const noCookie = await jar.get(atService.location);
+      // The callback did not get the state cookie: it starts again, setting it now.
+      expect(noCookie.res.status).toBe(302);
+      expect(new URL(noCookie.location).origin).toBe(w.serviceUrl);
+      expect(new URL(noCookie.location).searchParams.get('return')).toBe(`${plain.url}/.gatehouse/callback`);
+      const again = await jar.get(noCookie.location);
+      const back = await jar.get(again.location);
+      expect(back.res.status, back.text).toBe(302);
+      expect(back.location).toBe(`/deep/${m}?q=1`);
+      const page = await jar.get(`${plain.url}${back.location}`);
+      expect(page.res.status).toBe(200);
+      expect(hitFor(m).headers['x-service-user']).toBe(graceId);
+    } finally {
+      await plain.close();
     }
   });
 
