@@ -25,7 +25,11 @@ export async function runProxyCommand(
     if (count > 1) return runPrimary(config, count, logger);
   }
   const access = accessLogger(process.env.SVC_PROXY_LOGLEVEL ?? 'info');
-  const running = await startProxy(config, { logger, accessLogger: access.logger, sources });
+  const running = await startProxy(config, {
+    logger,
+    accessLogger: access.sink ?? null,
+    sources,
+  });
   process.on('SIGHUP', () => {
     logger.info('SIGHUP: reloading settings');
     running.reload();

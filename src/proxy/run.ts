@@ -7,6 +7,7 @@ import { ConfigError } from '../config/load.js';
 import { loadProxyConfig, type ProxyConfig, type ProxyConfigSources, RESTART_KEYS } from '../config/proxy.js';
 import { parseListen } from '../config/setting.js';
 import { PROXY_TOKEN_PATTERN } from '../wire/proxy.js';
+import type { AccessSink } from './accesslog.js';
 import { type AuthBackend, BackendError, HttpAuthBackend } from './backend.js';
 import { loadCookieKey } from './cookie.js';
 import { defaultMode, type Learned, learnFrom } from './hosts.js';
@@ -40,7 +41,7 @@ export interface RunningProxy {
 export interface StartProxyOptions {
   logger: Logger;
   /** Where the access log goes (one line per request); default `logger` (src/proxy/accesslog.ts). */
-  accessLogger?: Logger;
+  accessLogger?: AccessSink | null;
   /** Where settings come from, kept for reloads. */
   sources?: ProxyConfigSources;
   /** For tests: a back channel other than HTTP to auth.server. */

@@ -10,7 +10,7 @@ import type { ProxyConfig } from '../config/proxy.js';
 import { routeFor } from '../config/routing.js';
 import { declaresBody } from '../core/unusedbody.js';
 import { PROXY_PATHS } from '../wire/proxy.js';
-import { AccessLog, type AccessRecord } from './accesslog.js';
+import { AccessLog, type AccessRecord, type AccessSink } from './accesslog.js';
 import { AssertionSigner } from './assertion.js';
 import type { AuthBackend } from './backend.js';
 import { type BodyLimits, BodyWatch } from './body.js';
@@ -35,8 +35,8 @@ export interface ProxyOptions {
   config: ProxyConfig;
   backend: AuthBackend;
   logger: Logger;
-  /** Where the access log goes (one line per request); default `logger`. */
-  accessLogger?: Logger;
+  /** Where the access log goes (one line per request); default `logger`; null: nowhere. */
+  accessLogger?: AccessSink | null;
   cookieKey: KeyObject;
   /** Whether clients reach this proxy over TLS (cookies get Secure, URLs https). */
   secure: boolean;
@@ -97,7 +97,7 @@ export class AccessProxy {
     this.config = opts.config;
     this.routes = new HostRoutes(opts.config, undefined);
     this.log = opts.logger;
-    this.accessLog = new AccessLog(opts.accessLogger ?? opts.logger);
+    this.accessLog = new AccessLog(opts.accessLogger === undefined ? opts.logger : opts.accessLogger);
     const stallMs = opts.bodyIdleTimeoutMs ?? opts.config.proxy.bodytimeout * 1000;
     this.bodies = new BodyWatch(Math.max(50, Math.min(1_000, Math.floor(stallMs / 4))));
     this.trusted = new AddressMatcher(opts.config.proxy.trustedproxies);
