@@ -6,6 +6,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { hostname } from 'node:os';
+import type { Duplex } from 'node:stream';
 import pino, { type Logger } from 'pino';
 import type { AuthMode } from '../config/proxy.js';
 import { errorCodeOf } from './errors.js';
@@ -23,6 +24,9 @@ export interface AccessRecord {
   /** For forward auth: the original request's host and target instead of the subrequest's. */
   host?: string;
   url?: string;
+  /** For upgrades (no ServerResponse): the proxy's own answer; unset when the upstream answered. */
+  status?: number;
+  error?: string;
 }
 
 /** Request IDs: this process's ID and a counter (cheap, unique per process and run). */
@@ -80,12 +84,31 @@ export class AccessLog {
     return rec;
   }
 
-  private write(sink: AccessSink, req: IncomingMessage, res: ServerResponse, rec: AccessRecord) {
-    const code = errorCodeOf(res);
+  /**
+   * The record of an upgrade request (a websocket handshake): logged when its connection closes,
+   * with the proxy's refusal as its status, or none when the upstream answered (a tunnel's status
+   * is the upstream's 101; the line comes when the tunnel ends, `ms` its whole life).
+   */
+  startUpgrade(req: IncomingMessage, socket: Duplex): AccessRecord {
+    const rec: AccessRecord = {
+      reqId: PREFIX + (++counter).toString(36),
+      start: performance.now(),
+      user: null,
+      authType: null,
+      mode: null,
+      upstream: null,
+    };
+    const sink = this.sink;
+    if (sink) socket.once('close', () => this.write(sink, req, undefined, rec));
+    return rec;
+  }
+
+  private write(sink: AccessSink, req: IncomingMessage, res: ServerResponse | undefined, rec: AccessRecord) {
+    const code = res ? errorCodeOf(res) : rec.error;
     const host = rec.host ?? req.headers.host ?? null;
     const url = redact(rec.url ?? req.url);
     // A response cut off before its head went out never had a status: the client went away.
-    const status = res.headersSent ? res.statusCode : null;
+    const status = res ? (res.headersSent ? res.statusCode : null) : (rec.status ?? null);
     const ms = Math.round((performance.now() - rec.start) * 10) / 10;
     if ('line' in sink) {
       sink.line(

@@ -385,6 +385,7 @@ export class AccessProxy {
 
   readonly upgrade = (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     socket.on('error', () => socket.destroy());
+    const rec = this.accessLog.startUpgrade(req, socket);
     // An upgrade pipelined behind requests whose responses are still going out waits for them:
     // anything written on the raw socket before would be read as the answer to an earlier request.
     const earlier = this.lastResponse.get(socket);
@@ -393,10 +394,11 @@ export class AccessProxy {
         ? new Promise<void>((resolve) => earlier.once('close', () => resolve()))
         : undefined;
     const handled = turn
-      ? turn.then(() => (socket.destroyed ? undefined : this.handleUpgrade(req, socket, head)))
-      : this.handleUpgrade(req, socket, head);
+      ? turn.then(() => (socket.destroyed ? undefined : this.handleUpgrade(req, socket, head, rec)))
+      : this.handleUpgrade(req, socket, head, rec);
     handled.catch((e: unknown) => {
       const err = e instanceof HttpError ? e : upstreamError(e);
+      rec.status = err.status;
       if (!(e instanceof HttpError)) this.log.warn({ err: String(e) }, 'websocket upgrade failed');
       rawError(socket, err);
     });
@@ -408,15 +410,18 @@ export class AccessProxy {
    * forwarded as an ordinary request without it. Either way a non-101 answer is relayed and the
    * client connection closed (src/proxy/upgrade.ts).
    */
-  private async handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer) {
+  private async handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, rec: AccessRecord) {
     const { path, query } = requestTarget(req.url);
     this.learnHost(req);
     if (path.startsWith(PROXY_PATHS.base)) throw new HttpError(404, 'Not Found', 'no websocket here');
     // Node passes the body of an upgrade request on unframed, as if it were tunnel data.
     if (declaresBody(req)) throw new HttpError(400, 'Bad Request', 'an upgrade request cannot have a body');
     const route = routeFor(this.config, path, this.routes.defaultsFor(req.headers.host));
+    rec.mode = route.auth;
     const auth = await this.identity.authenticate(req, route.auth);
     if (!auth.ok) {
+      rec.status = auth.status;
+      rec.error = auth.code;
       rawResponse(
         socket,
         auth.status,
@@ -426,6 +431,9 @@ export class AccessProxy {
       return;
     }
     if (socket.destroyed) return;
+    rec.user = auth.who?.identity.UserID ?? null;
+    rec.authType = auth.who?.authType ?? null;
+    rec.upstream = route.upstream;
     const token = newToken();
     const origin = this.originOf(req);
     this.inflight.set(token, { identity: auth.who?.identity, origin });

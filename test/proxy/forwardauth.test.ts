@@ -3,6 +3,7 @@
  * configurations of docs/proxy.md in front of the recording upstream, with `gatehouse proxy`
  * answering them; Traefik is represented by the exact request its forwardAuth sends.
  */
+import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { App } from '../../src/objects/app.js';
 import type { RunningProxy } from '../../src/proxy/run.js';
@@ -254,6 +255,17 @@ describe.each(backends())('forward auth behind real nginx and Caddy on %s', (bac
     await fetch(`${g.url}/inline/${m}`, { headers: { authorization: `Bearer ${w.userKey}` } });
     await fetch(`${g.url}/inline/${m}-refused`);
     if (f) await fetch(`${f.url}/viafront/${m}`, { headers: { authorization: `Bearer ${w.userKey}` } });
+    // A websocket handshake without credentials: refused on the raw connection, logged too.
+    await new Promise<void>((resolve) => {
+      const c = net.connect(g.port, '127.0.0.1', () =>
+        c.write(
+          `GET /ws/${m} HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n`,
+        ),
+      );
+      c.on('data', () => c.destroy());
+      c.on('error', () => resolve());
+      c.on('close', () => resolve());
+    });
     await new Promise((r) => setTimeout(r, 100));
     const lines = w.logs
       .slice(before)
@@ -276,6 +288,8 @@ describe.each(backends())('forward auth behind real nginx and Caddy on %s', (bac
       const fa = lines.find((l) => l.url === `/viafront/${m}`);
       expect(fa).toMatchObject({ status: 200, user: w.user.id, host: new URL(f.url).host, mode: 'required' });
     }
+    const ws = lines.find((l) => l.url === `/ws/${m}`);
+    expect(ws).toMatchObject({ status: 401, user: null, mode: 'required', error: 'Unauthenticated' });
     expect(w.logs.slice(before).join('\n')).not.toContain(w.userKey);
   });
 
