@@ -54,6 +54,10 @@ export interface PageDetail {
 export function errorPage(status: number, code: string, message: string, detail: PageDetail = {}): string {
   const title = TITLES[status] ?? (status >= 500 ? 'Something went wrong' : 'This request cannot be served');
   const app = detail.appName ? `<p class="lead">${esc(detail.appName)}</p>` : '';
+  // The message as a sentence, unless it only repeats the title.
+  const sentence = message === '' ? '' : message.charAt(0).toUpperCase() + message.slice(1);
+  const said =
+    sentence === '' || sentence.toLowerCase() === title.toLowerCase() ? '' : `<p>${esc(sentence)}</p>\n`;
   const link = detail.link
     ? `<p><a class="button" href="${esc(detail.link.href)}">${esc(detail.link.text)}</a></p>`
     : '';
@@ -71,8 +75,7 @@ export function errorPage(status: number, code: string, message: string, detail:
 <main>
 <section class="card" aria-labelledby="h-error">
 <h1 id="h-error">${esc(title)}</h1>
-${app}<p>${esc(message)}</p>
-${link}<p class="code">${status} · ${esc(code)}</p>
+${app}${said}${link}<p class="code">${status} · ${esc(code)}</p>
 </section>
 </main>
 <footer>Gatehouse</footer>
