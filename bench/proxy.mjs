@@ -8,7 +8,15 @@
 // One file of ~770 lines on purpose: a benchmark reads top to bottom (set-up of every target, the
 // interleaved rounds, the report); what other benchmarks share lives in bench/lib/.
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -29,6 +37,7 @@ const TARGETS = [
   { name: 'proxy-apikey', role: 'proxy' },
   { name: 'proxy-cookie', role: 'proxy' },
   { name: 'proxy-anon', role: 'proxy' },
+  { name: 'nginx-authreq', role: 'nginx-authreq' },
 ];
 
 const HELP = `node bench/proxy.mjs [options]
@@ -45,6 +54,9 @@ each target:
   proxy-apikey  gatehouse proxy (Authorization: Bearer <user key>) -> upstream
   proxy-cookie  gatehouse proxy (signed session cookie from the real sign-in handshake) -> upstream
   proxy-anon    gatehouse proxy, GET /open/ (auth mode none): its forwarding cost alone
+  nginx-authreq nginx with the auth_request configuration of docs/proxy.md ("Forward auth") ->
+                gatehouse proxy's /.gatehouse/authz/auth-request (Bearer <user key>) -> upstream;
+                target: at least 0.35 of nginx alone in req/s
 
 After a warm-up of every target, the measurement runs in rounds. In each round every target is
 loaded once at high load (--connections, for requests/s and CPU per request), then once at
@@ -61,7 +73,10 @@ around each high-load run divided by the requests served, and likewise for the l
                         ratios need nginx, added latencies need direct
   --connections <n>     connections for the throughput runs (default 64)
   --moderate <n>        connections for the latency runs (default 4)
-  --nginx-workers <n>   nginx worker_processes (default 1: the proxy is one Node.js process)
+  --workers <n>         nginx worker_processes and the proxy's proxy.workers, the same (default 1)
+  --nginx-workers <n>   the same as --workers (kept for old command lines)
+  --proxy-log <level>   the proxy's log level (default info: its access log, one line per
+                        request, written to /dev/null; warn leaves it out)
   --proxy-node-args=<s> extra node arguments for the proxy process only (default
                         $BENCH_PROXY_NODE_ARGS), e.g.
                         --proxy-node-args="--cpu-prof --cpu-prof-dir=/tmp/prof" (with "=": a
@@ -79,7 +94,9 @@ const { values: args } = parseArgs({
     targets: { type: 'string', default: TARGETS.map((t) => t.name).join(',') },
     connections: { type: 'string', default: '64' },
     moderate: { type: 'string', default: '4' },
-    'nginx-workers': { type: 'string', default: '1' },
+    workers: { type: 'string' },
+    'nginx-workers': { type: 'string' },
+    'proxy-log': { type: 'string', default: 'info' },
     'proxy-node-args': { type: 'string', default: process.env.BENCH_PROXY_NODE_ARGS ?? '' },
     tool: { type: 'string', default: 'auto' },
     json: { type: 'string' },
@@ -105,7 +122,7 @@ const durationS = positiveInt(args.duration ?? (args.quick ? '3' : '10'), 'durat
 const warmupS = args.quick ? 1 : 2;
 const connections = positiveInt(args.connections, 'connections');
 const moderate = positiveInt(args.moderate, 'moderate');
-const workers = positiveInt(args['nginx-workers'], 'nginx-workers');
+const workers = positiveInt(args.workers ?? args['nginx-workers'] ?? '1', 'workers');
 const tool = args.tool === 'auto' ? detectTool() : args.tool;
 if (!['wrk', 'autocannon'].includes(tool)) usage('--tool must be wrk, autocannon or auto');
 const wanted = args.targets
@@ -118,7 +135,7 @@ for (const w of wanted) {
 if (wanted.length === 0) usage('--targets: no target given');
 const selected = TARGETS.filter((t) => wanted.includes(t.name));
 const has = (name) => selected.some((t) => t.name === name);
-const anyProxy = selected.some((t) => t.role === 'proxy');
+const anyProxy = selected.some((t) => t.role === 'proxy' || t.role === 'nginx-authreq');
 const log = (m) => process.stderr.write(`[bench:proxy] ${m}\n`);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const children = [];
@@ -138,7 +155,7 @@ function startChild(cmd, argv, opts = {}) {
   c.stderr.on('data', (d) => {
     err = (err + d).slice(-5000);
   });
-  c.stdout.on('data', () => {});
+  c.stdout?.on('data', () => {});
   c.errText = () => err;
   children.push(c);
   return c;
@@ -340,6 +357,8 @@ async function main() {
   await waitFor(upstream);
   // The processes whose CPU time is measured around every run (functions: nginx's workers may change).
   const roles = { upstream: () => [up.pid] };
+  let proxyPortForAuth;
+  let apiKey;
   const targetUrls = { direct: { url: `${upstream}/`, headers: {} } };
 
   if (anyProxy) {
@@ -384,18 +403,24 @@ async function main() {
         svc.url,
         '-c',
         'path_/open/_auth=none',
+        '--workers',
+        String(workers),
       ],
       {
         env: {
           ...process.env,
-          SVC_PROXY_LOGLEVEL: 'warn',
+          SVC_PROXY_LOGLEVEL: args['proxy-log'],
         },
+        // The access log goes nowhere, as nginx's does (but is still made and written).
+        stdio: ['ignore', 'ignore', 'pipe'],
       },
     );
     await waitFor(proxyUrl, (r) => r.status === 401).catch((e) => {
       throw new Error(`${e.message}: ${proxy.errText()}`);
     });
-    roles.proxy = () => [proxy.pid];
+    // With workers, the primary and its workers (looked up again before every run).
+    roles.proxy = () => [proxy.pid, ...childPids(proxy.pid)];
+    proxyPortForAuth = proxyPort;
     if (has('proxy-cookie')) {
       // The proxy's cookie is a signed proof valid for 5 minutes (COOKIE_TTL_S). A browser takes
       // the renewed cookie the proxy sends once it has expired; wrk does not, and would keep sending
@@ -415,6 +440,7 @@ async function main() {
       targetUrls['proxy-cookie'] = target;
     }
     targetUrls['proxy-apikey'] = { url: `${proxyUrl}/`, headers: { authorization: `Bearer ${key}` } };
+    apiKey = key;
     targetUrls['proxy-anon'] = { url: `${proxyUrl}/open/`, headers: {} };
   }
 
@@ -464,6 +490,45 @@ http {
     const found = childPids(nginx.pid).length;
     if (found !== workers) log(`warning: found ${found} nginx worker(s), expected ${workers}`);
     targetUrls.nginx = { url: `http://127.0.0.1:${nginxPort}/`, headers: {} };
+  }
+
+  // 4b. nginx in front of the application with auth_request to gatehouse proxy: the configuration
+  // of docs/proxy.md as written there, addresses replaced, at the same worker count.
+  if (has('nginx-authreq')) {
+    const port = await freePort();
+    const prefix = join(work, 'nginx-authreq');
+    mkdirSync(join(prefix, 'logs'), { recursive: true });
+    const doc = readFileSync(join(HERE, 'docs/proxy.md'), 'utf8');
+    const block = /```[a-z]*\n([\s\S]*?)```/.exec(doc.slice(doc.indexOf('<!-- config:nginx -->')))?.[1];
+    if (!block) throw new Error('docs/proxy.md has no nginx forward-auth configuration');
+    const server = block
+      .replace(/listen 80;/, `listen 127.0.0.1:${port};`)
+      .replaceAll('127.0.0.1:9091', `127.0.0.1:${proxyPortForAuth}`)
+      .replaceAll('127.0.0.1:8000', `127.0.0.1:${upPort}`);
+    writeFileSync(
+      join(prefix, 'nginx.conf'),
+      `worker_processes ${workers};
+pid ${prefix}/nginx.pid;
+error_log ${prefix}/logs/error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path ${prefix}/body; proxy_temp_path ${prefix}/proxy;
+  fastcgi_temp_path ${prefix}/fcgi; uwsgi_temp_path ${prefix}/uwsgi; scgi_temp_path ${prefix}/scgi;
+${server}
+}
+`,
+    );
+    const nginxBin = existsSync('/usr/sbin/nginx') ? '/usr/sbin/nginx' : 'nginx';
+    const ng = startChild(nginxBin, ['-p', prefix, '-c', join(prefix, 'nginx.conf'), '-g', 'daemon off;']);
+    await waitFor(`http://127.0.0.1:${port}/`, (r) => r.status === 401).catch((e) => {
+      throw new Error(`${e.message}: ${ng.errText()}`);
+    });
+    roles['nginx-authreq'] = () => [ng.pid, ...childPids(ng.pid)];
+    targetUrls['nginx-authreq'] = {
+      url: `http://127.0.0.1:${port}/`,
+      headers: { authorization: `Bearer ${apiKey}` },
+    };
   }
 
   // 5. For reference: the least a forwarder built on undici does (dispatch, no authentication, no
@@ -658,12 +723,20 @@ http.createServer((req, res) => {
     const ng = results.nginx?.forwarderCpuVsUpstream?.median;
     if (own !== undefined) {
       parts.push(
-        `CPU per request in the proxy process ${fmt(own, 2)}× the upstream's${ng ? `, nginx's ${fmt(ng, 2)}× (so ${fmt(own / ng, 1)}× nginx's cost)` : ''}`,
+        `CPU per request in the proxy process${workers > 1 ? 'es' : ''} ${fmt(own, 2)}× the upstream's${ng ? `, nginx's ${fmt(ng, 2)}× (so ${fmt(own / ng, 2)}× nginx's cost; target <= 1.5: ${own / ng <= 1.5 ? 'met' : 'MISSED'})` : ''}`,
       );
     }
     return `- ${name}: ${parts.join('; ')}`;
   };
   const verdicts = ['proxy-apikey', 'proxy-cookie'].filter(has).map(verdict);
+  if (has('nginx-authreq') && results['nginx-authreq'].ratioToNginx) {
+    const q = results['nginx-authreq'].ratioToNginx;
+    const metIn = q.perRound.filter((x) => x >= 0.35).length;
+    const gh = median(roundsData.map((r) => r.high['nginx-authreq'].cpu.usPerRequest.proxy));
+    verdicts.push(
+      `- nginx-authreq: ${fmt(q.median, 2)} of nginx alone in req/s${rounds > 1 ? ` (rounds ${fmt(q.min, 2)}–${fmt(q.max, 2)}, met in ${metIn} of ${rounds})` : ''} (target >= 0.35: ${q.median >= 0.35 ? 'met' : 'MISSED'}); gatehouse proxy ${fmt(gh, 1)} CPU µs per auth subrequest, nginx ${fmt(results['nginx-authreq'].cpuUsPerRequest.forwarder, 1)} µs per request`,
+    );
+  }
 
   // Where the proxy's CPU goes: forwarding alone (proxy-anon vs node-floor), authentication on top.
   const cpuOf = (name) => results[name]?.forwarderCpuVsUpstream?.median;
@@ -693,6 +766,8 @@ http.createServer((req, res) => {
     date: new Date().toISOString(),
     tool: tool === 'wrk' ? (wrkVersion() ?? 'wrk') : 'autocannon',
     nginx: nginxVersion ? `${nginxVersion}, worker_processes ${workers}` : undefined,
+    proxyWorkers: workers,
+    proxyLogLevel: args['proxy-log'],
     settings: {
       rounds,
       durationS,
@@ -727,7 +802,7 @@ http.createServer((req, res) => {
       : 'One round only: ratios and latencies from single runs, so expect them to vary by tens of percent between runs.';
   const paragraphs = [
     `## Proxy benchmark (${summary.date})`,
-    `Machine: ${machine.nproc} CPUs (${machine.cpuModel}), ${machine.memTotalGiB} GiB, ${machine.os}, Node ${machine.node}; load ${machine.loadAvg.join(' ')} at start, ${after.loadAvg.join(' ')} at the end.\nLoad tool: ${summary.tool}; ${runs}; ${summary.nginx ?? 'no nginx'}; everything on this one machine.`,
+    `Machine: ${machine.nproc} CPUs (${machine.cpuModel}), ${machine.memTotalGiB} GiB, ${machine.os}, Node ${machine.node}; load ${machine.loadAvg.join(' ')} at start, ${after.loadAvg.join(' ')} at the end.\nLoad tool: ${summary.tool}; ${runs}; ${summary.nginx ?? 'no nginx'}; gatehouse proxy with proxy.workers ${workers} and log level ${args['proxy-log']}${args['proxy-log'] === 'info' ? ' (its access log, to /dev/null)' : ''}; everything on this one machine.`,
     `${reading} CPU µs/req: user + system CPU time of a process during a ${connections}-connection run ÷ the requests served (clock ${CLOCK_TICKS} ticks/s); the forwarder is nginx (master + ${workers} worker${workers > 1 ? 's' : ''}), the node-floor process or the gatehouse proxy process. "Forwarder ÷ upstream CPU" divides the forwarder's CPU per request by the upstream's in the same run: the CPU cost of every process drifts by tens of percent with the machine, together, so this ratio is the steadiest figure here.${
       results['proxy-cookie']
         ? ` proxy-cookie: the proxy's signed cookie lasts 5 minutes and wrk ignores renewals, so a new one is obtained through the sign-in handshake before any run it would not outlast (cookies obtained: ${results['proxy-cookie'].cookieRenewals}).`

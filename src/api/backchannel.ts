@@ -8,7 +8,7 @@ import { countingGroups } from '../backchannel/groups.js';
 import { type ProxySession, ports } from '../backchannel/hooks.js';
 import { issueProxyToken, recordProxy, tokenHash } from '../backchannel/tokens.js';
 import { ApiError } from '../core/errors.js';
-import { signinBase } from '../groups/check.js';
+import { requestPage, signinBase } from '../groups/check.js';
 import { APIKey } from '../objects/apikey.js';
 import { App } from '../objects/app.js';
 import { User } from '../objects/user.js';
@@ -195,7 +195,16 @@ export function registerProxyBackchannel(app: FastifyInstance, ctx: ServiceConte
       VirtualHosts: hosts.filter((h) => h.ACME).map((h) => h.Name),
       ProxyAuth: String(a.doc.ProxyAuth ?? ''),
       Hosts: hosts.map(({ Name, Upstream, Auth }) => ({ Name, Upstream, Auth })),
+      // The origins the App is served on: forward auth starts a sign-in only for these.
+      Origins: [...(await appOrigins(ctx, a))],
     };
+    // Where a user the App is closed to asks for access: its first AccessGroup's request page.
+    const groups = Array.isArray(a.doc.AccessGroups) ? (a.doc.AccessGroups as string[]) : [];
+    if (groups[0]) {
+      let base = await signinBase(ctx);
+      if (base.startsWith('/')) base = `${req.protocol}://${req.host}${base}`;
+      out.AccessRequestURL = requestPage(base, groups[0]);
+    }
     return out;
   });
 

@@ -1,8 +1,12 @@
+// Over 400 lines: every setting of the proxy is declared here once, section by section (the point of
+// the file); the loading code below them is short.
+import { availableParallelism } from 'node:os';
 import { readP256PrivateKey } from '../core/eckey.js';
 import { canonicalPath, PathError, pathMatchKey } from '../core/path.js';
 import { checkHttpUrl } from '../core/url.js';
+import { parseAddressList } from './addresses.js';
 import { ConfigError, type ConfigSources, loadSections, readConfigFile } from './load.js';
-import { bool, listen, oneOf, type SectionValues, type Setting, str } from './setting.js';
+import { bool, int, listen, oneOf, type SectionValues, type Setting, str } from './setting.js';
 
 /** Authentication modes of the proxy, per path prefix. */
 export const AUTH_MODES = ['none', 'optional', 'required'] as const;
@@ -127,6 +131,45 @@ export const proxySection = {
       if (v !== '' && !/^\.?[a-z0-9]([a-z0-9.-]*[a-z0-9])?$/i.test(v))
         throw new Error(`expected a domain name, got ${JSON.stringify(v)}`);
     },
+  }),
+  trustedproxies: str({
+    key: 'proxy.trustedproxies',
+    env: 'SVC_PROXY_TRUSTEDPROXIES',
+    flag: 'trustedproxies',
+    default: '127.0.0.1/8, ::1',
+    description:
+      'Front proxies (addresses or CIDRs, comma-separated) whose X-Original-* and X-Forwarded-* headers the forward-auth endpoints believe; requests from any other address are refused there. Empty: none',
+    validate(v) {
+      parseAddressList(v);
+    },
+  }),
+  workers: int({
+    key: 'proxy.workers',
+    restart: true,
+    env: 'SVC_PROXY_WORKERS',
+    flag: 'workers',
+    default: availableParallelism(),
+    min: 1,
+    max: 256,
+    description: 'Processes serving the listener (default: the number of CPUs)',
+  }),
+  bodyminrate: int({
+    key: 'proxy.bodyminrate',
+    env: 'SVC_PROXY_BODYMINRATE',
+    flag: 'bodyminrate',
+    default: 1024,
+    min: 0,
+    description:
+      'Request bodies must arrive at this many bytes per second at least, averaged over 10 s once they start (0: no minimum); slower ones end with 408',
+  }),
+  bodytimeout: int({
+    key: 'proxy.bodytimeout',
+    env: 'SVC_PROXY_BODYTIMEOUT',
+    flag: 'bodytimeout',
+    default: 20,
+    min: 1,
+    max: 3600,
+    description: 'Seconds a request body may stall (nothing arrives) before the request ends with 408',
   }),
 };
 

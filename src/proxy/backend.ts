@@ -46,6 +46,8 @@ export interface AuthBackend {
   accessCheck(req: AccessCheckRequest): Promise<AccessCheckResponse>;
   /** The service's address as the browser sees it (for the sign-in redirect). */
   readonly publicUrl: string;
+  /** Resolves when the service answers its health check (GET /healthz 200); for readiness. */
+  probe?(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -115,6 +117,16 @@ export class HttpAuthBackend implements AuthBackend {
   }
   accessCheck(req: AccessCheckRequest) {
     return this.call<AccessCheckResponse>('/accesscheck', req);
+  }
+  async probe() {
+    const res = await request(`${this.publicUrl}/healthz`, {
+      method: 'GET',
+      dispatcher: this.dispatcher,
+      headersTimeout: 2_000,
+      bodyTimeout: 2_000,
+    });
+    await res.body.dump();
+    if (res.statusCode !== 200) throw new Error(`the service's health check answered ${res.statusCode}`);
   }
   async close() {
     await this.dispatcher.close();

@@ -31,6 +31,10 @@ export interface EndpointOptions {
   inflight: ReadonlyMap<string, InFlight>;
   /** A form body that pauses this long between two chunks is cut off: 408. */
   bodyIdleTimeoutMs?: number;
+  /** The proxy's origin as this request reached it (src/proxy/server.ts originOf). */
+  originOf: (req: IncomingMessage) => string;
+  /** The origin a callback request came to: the application's behind a trusted front proxy. */
+  callbackOrigin: (req: IncomingMessage) => string;
 }
 
 export class ProxyEndpoints {
@@ -60,7 +64,7 @@ export class ProxyEndpoints {
       if (this.identity.tokenProblem)
         return refuse(req, res, this.identity.unavailable() as Extract<AuthOutcome, { ok: false }>);
       const back = new URLSearchParams(query.slice(1)).get('return') ?? '/';
-      const { location, setCookie } = this.identity.signinRedirect(req, back);
+      const { location, setCookie } = this.identity.signinRedirect(this.opts.originOf(req), back);
       limitUnusedBody(req, res);
       res.writeHead(302, { location, 'set-cookie': setCookie, 'cache-control': 'no-store' });
       return void res.end();
@@ -74,6 +78,7 @@ export class ProxyEndpoints {
     const code = params.get('code') ?? '';
     const state = params.get('state') ?? '';
     const saved = readCookie(req.headers.cookie, STATE_COOKIE) ?? '';
+    if (saved === '' && code !== '') return this.retry(req, res, state);
     const dot = saved.indexOf('.');
     const savedState = dot < 0 ? '' : saved.slice(0, dot);
     if (code === '' || state === '' || savedState === '' || !constantEqual(state, savedState))
@@ -106,6 +111,32 @@ export class ProxyEndpoints {
         this.identity.cookie(STATE_COOKIE, '', 0, PROXY_PATHS.base),
       ],
     });
+    res.end();
+  }
+
+  /**
+   * A callback without the state cookie: a front proxy that did not pass on the Set-Cookie of the
+   * sign-in start, or a link someone else sent (login CSRF). Its code is not used. When the state is
+   * this proxy's own first attempt, the sign-in starts again from here, where the state cookie
+   * reaches the browser (the service signs a signed-in browser straight back); else 400.
+   */
+  private retry(req: IncomingMessage, res: ServerResponse, state: string) {
+    const opened = this.identity.states.open(state);
+    if (!opened || opened.retried)
+      throw new HttpError(
+        400,
+        'Bad Request',
+        opened
+          ? 'this browser did not keep the sign-in cookie: allow cookies for this site and start again'
+          : 'this sign-in link is not for this browser or has expired; start again',
+      );
+    const { location, setCookie } = this.identity.signinRedirect(
+      this.opts.callbackOrigin(req),
+      opened.back ?? '/',
+      true,
+    );
+    limitUnusedBody(req, res);
+    res.writeHead(302, { location, 'set-cookie': setCookie, 'cache-control': 'no-store' });
     res.end();
   }
 

@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { esc } from '../core/html.js';
 import { limitUnusedBody, UNUSED_BODY_BYTES, UNUSED_BODY_MS } from '../core/unusedbody.js';
+import { errorPage, type PageDetail } from './pages.js';
 import type { UpstreamError } from './upstream/pool.js';
 
 /** An answer the proxy gives itself instead of forwarding: the status and its X-Error-Code phrase. */
@@ -26,7 +26,15 @@ export function upstreamError(e: unknown): HttpError {
   return new HttpError(502, 'Bad Gateway', 'the application cannot be reached');
 }
 
-/** An error as a small HTML page for browsers, else the service's JSON error shape. */
+/** The X-Error-Code a response was refused with, kept on it for the access log (src/proxy/accesslog.ts). */
+export const ERROR_CODE: unique symbol = Symbol('gatehouse.errorCode');
+type WithCode = ServerResponse & { [ERROR_CODE]?: string };
+
+export function errorCodeOf(res: ServerResponse): string | undefined {
+  return (res as WithCode)[ERROR_CODE];
+}
+
+/** An error as a page for browsers (src/proxy/pages.ts), else the service's JSON error shape. */
 export function sendError(
   req: IncomingMessage,
   res: ServerResponse,
@@ -34,8 +42,10 @@ export function sendError(
   code: string,
   message: string,
   headers: Record<string, string> = {},
+  detail?: PageDetail,
 ) {
   limitUnusedBody(req, res);
+  (res as WithCode)[ERROR_CODE] = code;
   const h: Record<string, string> = { 'cache-control': 'no-store', 'x-error-code': code, ...headers };
   if (status === 302) {
     res.writeHead(302, h);
@@ -44,10 +54,7 @@ export function sendError(
   if (String(req.headers.accept ?? '').includes('text/html')) {
     h['content-type'] = 'text/html; charset=utf-8';
     res.writeHead(status, h);
-    res.end(
-      `<!doctype html><html><head><meta charset="utf-8"><title>${status} ${esc(code)}</title></head>` +
-        `<body><h1>${status} ${esc(code)}</h1><p>${esc(message)}</p></body></html>\n`,
-    );
+    res.end(errorPage(status, code, message, detail));
     return;
   }
   h['content-type'] = 'application/json';

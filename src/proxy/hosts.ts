@@ -21,6 +21,12 @@ export interface Learned {
   readonly hosts: ReadonlyMap<string, HostSettings>;
   /** Every VirtualHost name of the App (lower case): names this proxy serves. */
   readonly names: ReadonlySet<string>;
+  /** The App's name, for the error pages. */
+  readonly appName: string;
+  /** The access-request page of the App's first AccessGroup (RegisterResponse.AccessRequestURL). */
+  readonly accessRequestUrl: string | undefined;
+  /** The origins the App is served on (RegisterResponse.Origins), lower case; empty when not sent. */
+  readonly origins: ReadonlySet<string>;
 }
 
 const isMode = (v: unknown): v is AuthMode => (AUTH_MODES as readonly unknown[]).includes(v);
@@ -68,7 +74,32 @@ export function learnFrom(r: RegisterResponse, log: Logger): Learned {
     const auth = mode(h.Auth, { field: 'VirtualHost.Auth', host: name });
     if (auth !== undefined || upstream !== undefined) hosts.set(name, { auth, upstream });
   }
-  return { appAuth, hosts, names };
+  const origins = new Set<string>();
+  for (const o of Array.isArray(r.Origins) ? r.Origins : []) {
+    const origin = typeof o === 'string' ? httpOrigin(o) : undefined;
+    if (origin) origins.add(origin);
+  }
+  const access = typeof r.AccessRequestURL === 'string' ? r.AccessRequestURL : '';
+  return {
+    appAuth,
+    hosts,
+    names,
+    appName: typeof r.AppName === 'string' ? r.AppName.slice(0, 200) : '',
+    accessRequestUrl: access !== '' && httpOrigin(access) !== undefined ? access : undefined,
+    origins,
+  };
+}
+
+/** The origin of an http(s) URL without user info (lower case), else undefined. */
+export function httpOrigin(url: string): string | undefined {
+  try {
+    const u = new URL(url);
+    if ((u.protocol !== 'http:' && u.protocol !== 'https:') || u.username !== '' || u.password !== '')
+      return undefined;
+    return u.origin.toLowerCase();
+  } catch {
+    return undefined;
+  }
 }
 
 /**

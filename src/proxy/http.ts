@@ -166,7 +166,7 @@ export function headerText(v: string): string {
   return /^[\x20-\x7e]*$/.test(clean) ? clean : Buffer.from(clean, 'utf8').toString('latin1');
 }
 
-export function isBrowser(req: IncomingMessage): boolean {
+export function isBrowser(req: Pick<IncomingMessage, 'method' | 'headers'>): boolean {
   if (req.method !== 'GET' && req.method !== 'HEAD') return false;
   return String(req.headers.accept ?? '').includes('text/html');
 }

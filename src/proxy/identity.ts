@@ -1,5 +1,5 @@
-import { type KeyObject, randomBytes } from 'node:crypto';
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { KeyObject } from 'node:crypto';
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import type { AuthMode, ProxyConfig } from '../config/proxy.js';
 import { BACKCHANNEL, PROXY_PATHS, PROXY_TOKEN_PATTERN, type WireIdentity } from '../wire/proxy.js';
@@ -8,6 +8,7 @@ import { COOKIE_NAME, CookieSigner, cookieHeader, RenewalCache, readCookie, STAT
 import { ApiKeyCache, keyInQuery, presentedCredential } from './credentials.js';
 import { sendError } from './errors.js';
 import { isBrowser, safeReturnPath } from './http.js';
+import { STATE_TTL_S, StateSealer } from './state.js';
 
 export interface Identified {
   identity: WireIdentity;
@@ -24,7 +25,34 @@ export type AuthOutcome =
       /** Mode `none`: the client's Authorization is the application's (unless it holds our key). */
       appAuthorization?: true;
     }
-  | { ok: false; status: number; code: string; message: string; headers?: Record<string, string> };
+  | {
+      ok: false;
+      status: number;
+      code: string;
+      message: string;
+      headers?: Record<string, string>;
+      /** The user is known but the App is not open to them (App.AccessGroups). */
+      denied?: true;
+    };
+
+/**
+ * A request as identity resolution reads it: the client's own (inline), or the original request a
+ * front proxy describes to the forward-auth endpoints, with the origin the browser used (checked
+ * by the caller: src/proxy/forwardauth.ts).
+ */
+export interface RequestView {
+  url?: string;
+  method?: string;
+  headers: IncomingHttpHeaders;
+  /** The public origin the sign-in comes back to; unset: the proxy's own (originOf). */
+  origin?: string;
+}
+
+/**
+ * The service's refusal of a user the App is closed to (App.AccessGroups): the back channel
+ * answers 403 with this text (src/api/backchannel.ts, requireAppAccess).
+ */
+const APP_CLOSED = /may not use App/;
 
 /** What identity resolution needs from the proxy around it. */
 export interface IdentityOptions {
@@ -66,10 +94,14 @@ export class IdentityResolver {
     else if (!m) this.tokenProblem = 'auth.token is not a proxy token (expected gp.<app id>.<secret>)';
     this.keys = new ApiKeyCache(() => opts.backend);
     this.signer = new CookieSigner(opts.cookieKey, `gatehouse-proxy:${this.appId ?? ''}`, opts.cookieTtlS);
+    this.states = new StateSealer(opts.cookieKey);
   }
 
+  /** Seals and opens the sign-in state (src/proxy/state.ts). */
+  readonly states: StateSealer;
+
   /** Synchronous for cached API keys and cookies; a promise when the service must be asked. */
-  authenticate(req: IncomingMessage, mode: AuthMode): AuthOutcome | Promise<AuthOutcome> {
+  authenticate(req: RequestView, mode: AuthMode): AuthOutcome | Promise<AuthOutcome> {
     if (keyInQuery(req.url))
       return {
         ok: false,
@@ -104,6 +136,7 @@ export class IdentityResolver {
       const identity = await pending;
       return { ok: true, who: { identity, authType: 'bearer' } };
     } catch (e) {
+      if (e instanceof BackendError && e.refused && APP_CLOSED.test(e.message)) return this.denied(e);
       if (e instanceof BackendError && e.refused)
         return {
           ok: false,
@@ -116,8 +149,13 @@ export class IdentityResolver {
     }
   }
 
+  /** 403 for a known user the App is closed to: the page links to the access-request page. */
+  denied(e: BackendError): Extract<AuthOutcome, { ok: false }> {
+    return { ok: false, status: 403, code: 'Forbidden', message: e.message, denied: true };
+  }
+
   private async authenticateSlow(
-    req: IncomingMessage,
+    req: RequestView,
     mode: AuthMode,
     cookie: string | undefined,
   ): Promise<AuthOutcome> {
@@ -136,6 +174,7 @@ export class IdentityResolver {
           return { ok: true, who: { identity: r.identity, authType: 'session', setCookie: r.setCookie } };
         } catch (e) {
           if (!(e instanceof BackendError && e.refused)) return this.backendDown(e);
+          if (APP_CLOSED.test(e.message)) return { ...this.denied(e), headers: this.clearing() };
         }
       }
       clearCookie = true;
@@ -143,7 +182,10 @@ export class IdentityResolver {
     if (mode === 'optional') return { ok: true, who: undefined, clearCookie };
     if (isBrowser(req)) {
       if (this.tokenProblem) return this.unavailable();
-      const { location, setCookie } = this.signinRedirect(req, req.url ?? '/');
+      const { location, setCookie } = this.signinRedirect(
+        req.origin ?? this.opts.originOf(req as IncomingMessage),
+        req.url ?? '/',
+      );
       return {
         ok: false,
         status: 302,
@@ -185,17 +227,25 @@ export class IdentityResolver {
     };
   }
 
-  /** Starts the sign-in handshake: a state cookie here, the browser to the service with our callback URL. */
-  signinRedirect(req: IncomingMessage, returnTo: string) {
-    const state = randomBytes(18).toString('base64url');
+  /** A Set-Cookie ending the proxy's session cookie. */
+  clearing(): Record<string, string> {
+    return { 'set-cookie': this.cookie(COOKIE_NAME, '', 0) };
+  }
+
+  /**
+   * Starts the sign-in handshake: a state cookie here, the browser to the service with the
+   * callback URL on `origin` (the service checks it is an origin of the App).
+   */
+  signinRedirect(origin: string, returnTo: string, retried = false) {
     const back = safeReturnPath(returnTo);
-    const callback = `${this.opts.originOf(req)}${PROXY_PATHS.callback}`;
+    const state = this.states.seal(back, retried);
+    const callback = `${origin}${PROXY_PATHS.callback}`;
     const params = new URLSearchParams({ app: this.appId ?? '', state, return: callback });
     const location = `${this.opts.backend.publicUrl}${BACKCHANNEL}/signin?${params}`;
     const setCookie = this.cookie(
       STATE_COOKIE,
       `${state}.${Buffer.from(back).toString('base64url')}`,
-      600,
+      STATE_TTL_S,
       PROXY_PATHS.base,
     );
     return { location, setCookie };

@@ -6,6 +6,8 @@ import type { Logger } from 'pino';
 import { ConfigError } from '../config/load.js';
 import { loadProxyConfig, type ProxyConfig, type ProxyConfigSources, RESTART_KEYS } from '../config/proxy.js';
 import { parseListen } from '../config/setting.js';
+import { PROXY_TOKEN_PATTERN } from '../wire/proxy.js';
+import type { AccessSink } from './accesslog.js';
 import { type AuthBackend, BackendError, HttpAuthBackend } from './backend.js';
 import { loadCookieKey } from './cookie.js';
 import { defaultMode, type Learned, learnFrom } from './hosts.js';
@@ -38,6 +40,8 @@ export interface RunningProxy {
 
 export interface StartProxyOptions {
   logger: Logger;
+  /** Where the access log goes (one line per request); default `logger` (src/proxy/accesslog.ts). */
+  accessLogger?: AccessSink | null;
   /** Where settings come from, kept for reloads. */
   sources?: ProxyConfigSources;
   /** For tests: a back channel other than HTTP to auth.server. */
@@ -62,6 +66,12 @@ export interface StartProxyOptions {
 
 export async function startProxy(config: ProxyConfig, opts: StartProxyOptions): Promise<RunningProxy> {
   const log = opts.logger;
+  // With the real back channel, a proxy that could never authenticate anyone does not start
+  // (it would listen and answer 503 to everything); tests passing their own backend may omit it.
+  if (!opts.backend) {
+    const problem = tokenProblem(config.auth.token);
+    if (problem) throw new ConfigError('auth.token', problem);
+  }
   let cookieKey: ReturnType<typeof loadCookieKey>;
   try {
     cookieKey = loadCookieKey(config.proxy.cookiekey);
@@ -76,6 +86,7 @@ export async function startProxy(config: ProxyConfig, opts: StartProxyOptions): 
     config,
     backend,
     logger: log,
+    accessLogger: opts.accessLogger,
     cookieKey: cookieKey.key,
     secure: config.proxy.tls,
     upstreamTimeoutMs: opts.upstreamTimeoutMs,
@@ -255,6 +266,14 @@ export async function startProxy(config: ProxyConfig, opts: StartProxyOptions): 
       tlsManager?.close();
     },
   };
+}
+
+/** Why auth.token cannot be a proxy token, or undefined; never echoes the value (it is a secret). */
+export function tokenProblem(token: string): string | undefined {
+  if (token === '') return 'is not set: issue one with POST /apps/<app id>/proxytoken';
+  if (!PROXY_TOKEN_PATTERN.test(token))
+    return `is malformed (${token.length} characters): expected gp.<app id>.<43 characters>, as POST /apps/<app id>/proxytoken returns it`;
+  return undefined;
 }
 
 function listen(server: http.Server, host: string, port: number) {

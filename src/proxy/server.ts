@@ -1,29 +1,42 @@
+// Over 400 lines: the one class every request passes through (dispatch, forwarding, upgrades and
+// the origin they are built on share its per-proxy state); forward auth, bodies, logs, pages and
+// identity live in their own files.
 import type { KeyObject } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Duplex } from 'node:stream';
+import type { Duplex, Readable } from 'node:stream';
 import type { Logger } from 'pino';
+import { AddressMatcher } from '../config/addresses.js';
 import type { ProxyConfig } from '../config/proxy.js';
 import { routeFor } from '../config/routing.js';
 import { declaresBody } from '../core/unusedbody.js';
 import { PROXY_PATHS } from '../wire/proxy.js';
+import { AccessLog, type AccessRecord, type AccessSink } from './accesslog.js';
 import { AssertionSigner } from './assertion.js';
 import type { AuthBackend } from './backend.js';
+import { type BodyLimits, BodyWatch } from './body.js';
 import { COOKIE_NAME, type CookieSigner } from './cookie.js';
 import type { ApiKeyCache } from './credentials.js';
 import { type InFlight, newToken, ProxyEndpoints } from './endpoints.js';
 import { HttpError, rawResponse, sendError, upstreamError } from './errors.js';
+import { ForwardAuth, RefusedError } from './forwardauth.js';
 import { upstreamHeaders } from './headers.js';
-import { HostRoutes, type Learned } from './hosts.js';
+import { HostRoutes, httpOrigin, type Learned } from './hosts.js';
 import { continueIfExpected, hostOf, listenerOrigin, redact, requestTarget } from './http.js';
-import { type AuthOutcome, IdentityResolver, refuse } from './identity.js';
+import { type AuthOutcome, IdentityResolver } from './identity.js';
+import { Readiness } from './readiness.js';
+import { refusal } from './refusal.js';
 import { Relay } from './relay.js';
 import { isWebsocketUpgrade, rawError, UpgradeRelay } from './upgrade.js';
 import { UpstreamPool, type UpstreamTarget, upstreamTarget } from './upstream/pool.js';
+
+const EMPTY: ReadonlySet<string> = new Set();
 
 export interface ProxyOptions {
   config: ProxyConfig;
   backend: AuthBackend;
   logger: Logger;
+  /** Where the access log goes (one line per request); default `logger`; null: nowhere. */
+  accessLogger?: AccessSink | null;
   cookieKey: KeyObject;
   /** Whether clients reach this proxy over TLS (cookies get Secure, URLs https). */
   secure: boolean;
@@ -70,11 +83,24 @@ export class AccessProxy {
   private learned: Learned | undefined;
   /** Defaults per Host from `config` and `learned`; rebuilt when either changes, never mutated. */
   private routes: HostRoutes;
+  /** Answers nginx's, Traefik's and Caddy's forward-auth subrequests (src/proxy/forwardauth.ts). */
+  private readonly forwardAuth: ForwardAuth;
+  /** proxy.trustedproxies, compiled; rebuilt when the setting changes. */
+  private trusted: AddressMatcher;
+  private readonly accessLog: AccessLog;
+  /** Request bodies being read or streamed, watched for a minimum rate (src/proxy/body.ts). */
+  private readonly bodies: BodyWatch;
+  /** Whether the service answers, for the health endpoint (src/proxy/readiness.ts). */
+  readonly readiness: Readiness;
 
   constructor(private readonly opts: ProxyOptions) {
     this.config = opts.config;
     this.routes = new HostRoutes(opts.config, undefined);
     this.log = opts.logger;
+    this.accessLog = new AccessLog(opts.accessLogger === undefined ? opts.logger : opts.accessLogger);
+    const stallMs = opts.bodyIdleTimeoutMs ?? opts.config.proxy.bodytimeout * 1000;
+    this.bodies = new BodyWatch(Math.max(50, Math.min(1_000, Math.floor(stallMs / 4))));
+    this.trusted = new AddressMatcher(opts.config.proxy.trustedproxies);
     this.identity = new IdentityResolver({
       token: opts.config.auth.token,
       backend: opts.backend,
@@ -95,7 +121,18 @@ export class AccessProxy {
       backend: opts.backend,
       inflight: this.inflight,
       bodyIdleTimeoutMs: opts.bodyIdleTimeoutMs,
+      originOf: (req) => this.originOf(req),
+      callbackOrigin: (req) => this.callbackOrigin(req),
     });
+    this.forwardAuth = new ForwardAuth({
+      identity: this.identity,
+      assertions: this.assertions,
+      config: () => this.config,
+      routes: () => this.routes,
+      trusted: () => this.trusted,
+      origins: () => this.learned?.origins ?? EMPTY,
+    });
+    this.readiness = new Readiness(opts.backend, () => this.identity.tokenProblem);
     const timeout = opts.upstreamTimeoutMs ?? 60_000;
     this.pool = new UpstreamPool({
       keepAliveMs: 30_000,
@@ -110,6 +147,8 @@ export class AccessProxy {
   /** Replaces the settings (SIGHUP); requests in flight keep the ones they started with. */
   setConfig(config: ProxyConfig) {
     this.config = config;
+    if (config.proxy.trustedproxies !== this.trusted.text)
+      this.trusted = new AddressMatcher(config.proxy.trustedproxies);
     const keyProblem = this.assertions.reload();
     if (keyProblem)
       this.log.error(
@@ -119,6 +158,11 @@ export class AccessProxy {
     this.routes = new HostRoutes(config, this.learned);
     this.lastPort = -1;
     this.upstreams.clear();
+  }
+
+  /** What the service said at the last registration (for health reports and tests). */
+  get learnedNow(): Learned | undefined {
+    return this.learned;
   }
 
   /** Takes what the service said at registration: requests from now on route by it. */
@@ -144,6 +188,7 @@ export class AccessProxy {
   }
 
   async close() {
+    this.bodies.close();
     await this.pool.close();
   }
 
@@ -191,6 +236,20 @@ export class AccessProxy {
     return origin;
   }
 
+  /**
+   * The origin a request reached: behind a trusted front proxy (forward auth), its Host with the
+   * scheme the front proxy says (X-Forwarded-Proto), else the proxy's own (originOf). Used only to
+   * start a sign-in again at the callback; the service accepts the callback URL on an origin of
+   * the App only.
+   */
+  private callbackOrigin(req: IncomingMessage): string {
+    const host = req.headers.host;
+    if (host === undefined || !this.trusted.matches(req.socket.remoteAddress)) return this.originOf(req);
+    const proto = req.headers['x-forwarded-proto'];
+    const scheme = proto === 'https' || proto === 'http' ? proto : this.opts.secure ? 'https' : 'http';
+    return httpOrigin(`${scheme}://${host}/`) ?? this.originOf(req);
+  }
+
   /** proxy.privateaddress without trailing slashes, recomputed only when the setting changes. */
   private privateRaw: string | undefined;
   private privateBase = '';
@@ -208,40 +267,67 @@ export class AccessProxy {
 
   readonly handler = (req: IncomingMessage, res: ServerResponse) => {
     this.lastResponse.set(req.socket, res);
+    const rec = this.accessLog.start(req, res);
     // Synchronous when the credential is cached (the common case): no promise per request.
     try {
-      const pending = this.handle(req, res);
+      const pending = this.handle(req, res, rec);
       if (pending) pending.catch((e: unknown) => this.fail(req, res, e));
     } catch (e) {
       this.fail(req, res, e);
     }
   };
 
-  private handle(req: IncomingMessage, res: ServerResponse): Promise<void> | undefined {
+  private handle(req: IncomingMessage, res: ServerResponse, rec: AccessRecord): Promise<void> | undefined {
     const { path, query } = requestTarget(req.url);
     this.learnHost(req);
-    if (path.startsWith(PROXY_PATHS.base)) return this.endpoints.internal(req, res, path, query);
+    if (path.startsWith(PROXY_PATHS.base)) return this.internal(req, res, rec, path, query);
     const route = routeFor(this.config, path, this.routes.defaultsFor(req.headers.host));
+    rec.mode = route.auth;
     const auth = this.identity.authenticate(req, route.auth);
     if (auth instanceof Promise)
-      return auth.then((a) => this.forward(req, res, route.upstream, path, query, a));
-    this.forward(req, res, route.upstream, path, query, auth);
+      return auth.then((a) => this.forward(req, res, rec, route.upstream, path, query, a));
+    this.forward(req, res, rec, route.upstream, path, query, auth);
     return undefined;
+  }
+
+  /** The proxy's own paths: forward auth and health here, the others in endpoints.ts. */
+  private internal(
+    req: IncomingMessage,
+    res: ServerResponse,
+    rec: AccessRecord,
+    path: string,
+    query: string,
+  ): Promise<void> | undefined {
+    if (path === PROXY_PATHS.authRequest || path === PROXY_PATHS.forwardAuth)
+      return this.forwardAuth.answerFor(
+        req,
+        res,
+        path === PROXY_PATHS.authRequest ? 'auth-request' : 'forward-auth',
+        rec,
+      );
+    if (path === PROXY_PATHS.health) return this.readiness.answer(req, res);
+    return this.endpoints.internal(req, res, path, query);
   }
 
   private forward(
     req: IncomingMessage,
     res: ServerResponse,
+    rec: AccessRecord,
     upstream: string,
     path: string,
     query: string,
     auth: AuthOutcome,
   ) {
-    if (!auth.ok) return refuse(req, res, auth);
+    if (!auth.ok) return this.refuse(req, res, auth);
     // Authentication may have waited on the service. A client gone meanwhile has had its 'close'
     // already: nothing would ever end the exchange or invalidate its access-check URL.
     if (res.destroyed) return;
     const who = auth.who;
+    if (who) {
+      rec.user = who.identity.UserID;
+      rec.authType = who.authType;
+    }
+    rec.upstream = upstream;
     const token = newToken();
     const origin = this.originOf(req);
     this.inflight.set(token, { identity: who?.identity, origin });
@@ -258,26 +344,53 @@ export class AccessProxy {
           ]
         : undefined;
     const relay = new Relay(res, extraCookies, (e) => this.fail(req, res, e));
-    if (hasBody) continueIfExpected(req, res);
-    relay.exchange = this.pool.request(
-      {
-        target: up.target,
-        method: req.method ?? 'GET',
-        head,
-        body: hasBody ? req : null,
-        // Node has checked Content-Length; a body without one is sent chunked.
-        contentLength: length === undefined ? undefined : Number(length),
-      },
-      relay,
-    );
+    const contentLength = length === undefined ? undefined : Number(length);
+    const send = (body: Readable | null) => {
+      if (res.destroyed) return;
+      relay.exchange = this.pool.request(
+        {
+          target: up.target,
+          method: req.method ?? 'GET',
+          head,
+          body,
+          // Node has checked Content-Length; a body without one is sent chunked.
+          contentLength,
+        },
+        relay,
+      );
+    };
     res.once('close', () => {
       this.inflight.delete(token);
       if (!res.writableFinished) relay.exchange?.abort();
     });
+    if (!hasBody) return send(null);
+    continueIfExpected(req, res);
+    // The body's first part is read here at an acceptable rate before a connection is taken
+    // (src/proxy/body.ts): a trickling client holds no upstream connection.
+    const limits = this.bodyLimits();
+    this.bodies
+      .gate(req, contentLength, limits, (e) => {
+        relay.exchange?.abort();
+        this.slowBody(req, res, e);
+      })
+      .then(send, (e: unknown) => this.slowBody(req, res, e));
+  }
+
+  /** A body too slow (408) or cut off: answered, and the connection closed (the rest never comes). */
+  private slowBody(req: IncomingMessage, res: ServerResponse, e: unknown) {
+    if (!res.headersSent) res.shouldKeepAlive = false;
+    this.fail(req, res, e);
+  }
+
+  private bodyLimits(): BodyLimits {
+    const p = this.config.proxy;
+    // bodyIdleTimeoutMs (tests) replaces proxy.bodytimeout.
+    return { minRate: p.bodyminrate, stallMs: this.opts.bodyIdleTimeoutMs ?? p.bodytimeout * 1000 };
   }
 
   readonly upgrade = (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     socket.on('error', () => socket.destroy());
+    const rec = this.accessLog.startUpgrade(req, socket);
     // An upgrade pipelined behind requests whose responses are still going out waits for them:
     // anything written on the raw socket before would be read as the answer to an earlier request.
     const earlier = this.lastResponse.get(socket);
@@ -286,10 +399,11 @@ export class AccessProxy {
         ? new Promise<void>((resolve) => earlier.once('close', () => resolve()))
         : undefined;
     const handled = turn
-      ? turn.then(() => (socket.destroyed ? undefined : this.handleUpgrade(req, socket, head)))
-      : this.handleUpgrade(req, socket, head);
+      ? turn.then(() => (socket.destroyed ? undefined : this.handleUpgrade(req, socket, head, rec)))
+      : this.handleUpgrade(req, socket, head, rec);
     handled.catch((e: unknown) => {
       const err = e instanceof HttpError ? e : upstreamError(e);
+      rec.status = err.status;
       if (!(e instanceof HttpError)) this.log.warn({ err: String(e) }, 'websocket upgrade failed');
       rawError(socket, err);
     });
@@ -301,15 +415,18 @@ export class AccessProxy {
    * forwarded as an ordinary request without it. Either way a non-101 answer is relayed and the
    * client connection closed (src/proxy/upgrade.ts).
    */
-  private async handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer) {
+  private async handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, rec: AccessRecord) {
     const { path, query } = requestTarget(req.url);
     this.learnHost(req);
     if (path.startsWith(PROXY_PATHS.base)) throw new HttpError(404, 'Not Found', 'no websocket here');
     // Node passes the body of an upgrade request on unframed, as if it were tunnel data.
     if (declaresBody(req)) throw new HttpError(400, 'Bad Request', 'an upgrade request cannot have a body');
     const route = routeFor(this.config, path, this.routes.defaultsFor(req.headers.host));
+    rec.mode = route.auth;
     const auth = await this.identity.authenticate(req, route.auth);
     if (!auth.ok) {
+      rec.status = auth.status;
+      rec.error = auth.code;
       rawResponse(
         socket,
         auth.status,
@@ -319,6 +436,9 @@ export class AccessProxy {
       return;
     }
     if (socket.destroyed) return;
+    rec.user = auth.who?.identity.UserID ?? null;
+    rec.authType = auth.who?.authType ?? null;
+    rec.upstream = route.upstream;
     const token = newToken();
     const origin = this.originOf(req);
     this.inflight.set(token, { identity: auth.who?.identity, origin });
@@ -352,7 +472,17 @@ export class AccessProxy {
 
   // ---- responses ----------------------------------------------------------------------------
 
+  /**
+   * A refused request: 302 to sign in, 401, or 403 with the error page, which for a user the App
+   * is closed to names the App and links to its access-request page (when the service said where).
+   */
+  private refuse(req: IncomingMessage, res: ServerResponse, out: Extract<AuthOutcome, { ok: false }>) {
+    const r = refusal(out, this.learned);
+    sendError(req, res, out.status, out.code, r.message, r.headers, r.detail);
+  }
+
   private fail(req: IncomingMessage, res: ServerResponse, e: unknown) {
+    if (e instanceof RefusedError && !res.headersSent) return this.refuse(req, res, e.outcome);
     const err =
       e instanceof HttpError ? e : new HttpError(500, 'Internal Error', 'internal error in the proxy');
     if (!(e instanceof HttpError)) this.log.error({ err: e }, 'proxy error');
@@ -365,7 +495,15 @@ export class AccessProxy {
       res.destroy();
       return;
     }
-    sendError(req, res, err.status, err.code, err.message);
+    sendError(
+      req,
+      res,
+      err.status,
+      err.code,
+      err.message,
+      {},
+      { appName: this.learned?.appName || undefined },
+    );
   }
 
   /** A Host header already found to hold no name to learn (an IP address). */

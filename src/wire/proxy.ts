@@ -20,6 +20,12 @@ export const PROXY_PATHS = {
   accessCheck: '/.gatehouse/access-check/',
   /** The public keys that verify X-Service-Assertion (a JWK Set; docs/federation.md). */
   jwks: '/.gatehouse/jwks.json',
+  /** Forward auth for nginx auth_request: the original request in X-Original-URL and -Method. */
+  authRequest: '/.gatehouse/authz/auth-request',
+  /** Forward auth for Traefik forwardAuth and Caddy forward_auth: the original in X-Forwarded-*. */
+  forwardAuth: '/.gatehouse/authz/forward-auth',
+  /** Readiness for load balancers: 200 while the service answers, else 503 (docs/proxy.md). */
+  health: '/.gatehouse/health',
 } as const;
 
 /**
@@ -86,6 +92,16 @@ export interface RegisterResponse {
   ProxyAuth: string;
   /** The App's VirtualHosts with their routing settings (a service before them sends neither field). */
   Hosts: HostRoute[];
+  /**
+   * Where a user the App is closed to (App.AccessGroups) asks for access: the access-request page
+   * of the App's first AccessGroup, absolute. Absent when the App has none (or an older service).
+   */
+  AccessRequestURL?: string;
+  /**
+   * The origins the App is served on (App.URL, App.AllowedOrigins, https://<VirtualHost>): the
+   * forward-auth endpoints start a sign-in only for these. Absent from an older service.
+   */
+  Origins?: string[];
 }
 
 export interface ApiKeyRequest {

@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -11,12 +12,29 @@ const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const OUT = join(ROOT, 'node_modules/.cache/gatehouse-test-proxy-cli');
 const CLI = join(OUT, 'cli/main.js');
 const dir = mkdtempSync(join(tmpdir(), 'gh-proxy-cli-'));
+/** A well-formed proxy token (no service checks it in these tests). */
+const TOKEN = `gp.app1.${'A'.repeat(43)}`;
 
 interface Proc {
   proc: ChildProcess;
   out: () => string;
   url: Promise<string>;
   exited: Promise<number | null>;
+}
+
+/** GET on a connection of its own (fetch would reuse one, reaching one worker only). */
+function getOnNewConnection(url: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    http
+      .get(url, { agent: false }, (res) => {
+        let body = '';
+        res.on('data', (d: Buffer) => {
+          body += d.toString();
+        });
+        res.on('end', () => resolve(body));
+      })
+      .on('error', reject);
+  });
 }
 
 function proxy(args: string[], env: NodeJS.ProcessEnv = {}): Proc {
@@ -78,7 +96,12 @@ describe('gatehouse proxy (the command)', () => {
         '-c',
         'path_/flag/_auth=none',
       ],
-      { SVC_PATH_env_AUTH: 'none', SVC_PROXY_LOGLEVEL: 'info' },
+      {
+        SVC_PATH_env_AUTH: 'none',
+        SVC_PROXY_LOGLEVEL: 'info',
+        SVC_AUTH_TOKEN: TOKEN,
+        SVC_AUTH_SERVER: 'http://127.0.0.1:1',
+      },
     );
     procs.push(p);
     const url = await p.url;
@@ -87,8 +110,9 @@ describe('gatehouse proxy (the command)', () => {
     expect(await st('/flag/x')).toBe(200);
     expect(await st('/env/x')).toBe(200);
     expect(await st('/other')).toBe(401);
-    // No token: start-up says the proxy cannot authenticate users.
-    expect(p.out()).toMatch(/cannot authenticate users/);
+    // No service there: start-up says so and goes on (the health check says not ready).
+    expect(p.out()).toMatch(/could not register with the service/);
+    expect((await fetch(`${url}/.gatehouse/health`)).status).toBe(503);
     writeFileSync(file, `[proxy]\nauth = optional\n`);
     p.proc.kill('SIGHUP');
     for (let i = 0; i < 50 && (await st('/other')) !== 200; i++) await new Promise((r) => setTimeout(r, 100));
@@ -100,6 +124,57 @@ describe('gatehouse proxy (the command)', () => {
       await new Promise((r) => setTimeout(r, 100));
     expect(p.out()).toMatch(/proxy\.auth: expected one of none, optional, required.*reload refused/);
     expect(await st('/other')).toBe(200);
+    p.proc.kill('SIGTERM');
+    expect(await p.exited).toBe(0);
+  }, 60_000);
+
+  it('does not start without a usable auth.token, naming it and never echoing it', async () => {
+    for (const [token, why] of [
+      [undefined, /auth\.token: is not set/],
+      ['gp.nope', /auth\.token: is malformed/],
+      [`gp.app1.${'x'.repeat(42)}`, /auth\.token: is malformed/],
+    ] as const) {
+      const r = spawnSync(process.execPath, [CLI, 'proxy', '--listen', '127.0.0.1:0', '--tls', 'false'], {
+        encoding: 'utf8',
+        env: { PATH: process.env.PATH, ...(token ? { SVC_AUTH_TOKEN: token } : {}) },
+        timeout: 20_000,
+      });
+      expect(r.status).toBe(1);
+      expect(r.stderr).toMatch(why);
+      if (token) expect(r.stderr + r.stdout).not.toContain(token);
+      expect(r.stdout).not.toMatch(/listening/);
+    }
+  }, 60_000);
+
+  it('runs proxy.workers processes on one listener with the same keys in each', async () => {
+    const p = proxy(['--listen', '127.0.0.1:0', '--tls', 'false', '--upstream', echo.url, '--workers', '2'], {
+      SVC_AUTH_TOKEN: TOKEN,
+      SVC_AUTH_SERVER: 'http://127.0.0.1:1',
+      SVC_PROXY_AUTH: 'none',
+    });
+    procs.push(p);
+    const url = await p.url;
+    // Both workers listen (one line each), on the one port.
+    for (let i = 0; i < 100 && (p.out().match(/gatehouse proxy listening/g) ?? []).length < 2; i++)
+      await new Promise((r) => setTimeout(r, 100));
+    expect((p.out().match(/gatehouse proxy listening/g) ?? []).length).toBe(2);
+    const keySets = new Set<string>();
+    for (let i = 0; i < 30; i++) {
+      // A new connection each time: the primary hands connections to the workers in turn.
+      keySets.add(await getOnNewConnection(`${url}/.gatehouse/jwks.json?${i}`));
+    }
+    // The generated assertion key (and the cookie key, made the same way) is the same in every worker.
+    expect(keySets.size).toBe(1);
+    const servedBy = () =>
+      new Set(
+        p
+          .out()
+          .split('\n')
+          .filter((l) => l.includes('"msg":"request"') && l.includes('"url":"/.gatehouse/jwks.json'))
+          .map((l) => (JSON.parse(l) as { pid: number }).pid),
+      );
+    for (let i = 0; i < 50 && servedBy().size < 2; i++) await new Promise((r) => setTimeout(r, 100));
+    expect(servedBy().size).toBe(2);
     p.proc.kill('SIGTERM');
     expect(await p.exited).toBe(0);
   }, 60_000);

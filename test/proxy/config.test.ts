@@ -1,6 +1,6 @@
 import { generateKeyPairSync } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ConfigError } from '../../src/config/load.js';
@@ -27,6 +27,7 @@ describe('proxy settings', () => {
         'proxy.key',
         'proxy.cookiekey',
         'proxy.metrics',
+        'proxy.workers',
         'auth.token',
         'auth.server',
         'redirect.listen',
@@ -53,6 +54,10 @@ describe('proxy settings', () => {
       metrics: '',
       assertionkey: '',
       cookiedomain: '',
+      trustedproxies: '127.0.0.1/8, ::1',
+      workers: availableParallelism(),
+      bodyminrate: 1024,
+      bodytimeout: 20,
     });
     expect(c.auth.token).toBe('');
     expect(c.redirect.listen).toBe(':80');

@@ -182,3 +182,22 @@ export function serviceBackend(
     ...replace(real),
   };
 }
+
+/**
+ * Asks the proxy to register again (as SIGHUP does) and waits until what it learned satisfies
+ * `ready`: a test that changes the App (its origins, its AccessGroups) after the proxy started.
+ */
+export async function relearn(
+  p: RunningProxy,
+  ready: (learned: NonNullable<RunningProxy['proxy']['learnedNow']>) => boolean,
+): Promise<void> {
+  const error = p.reload();
+  if (error) throw error;
+  const until = Date.now() + 10_000;
+  for (;;) {
+    const learned = p.proxy.learnedNow;
+    if (learned && ready(learned)) return;
+    if (Date.now() > until) throw new Error('the proxy did not learn the App as changed within 10 s');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}

@@ -475,8 +475,16 @@ describe.each(backends())('access proxy against the service on %s', (backend) =>
     expect(r.status).toBe(503);
     expect(r.text).toMatch(/cannot authenticate users/);
     expect((await get(`${bad.url}/open/x`)).status).toBe(200);
-    const malformed = await w.proxy({ env: { SVC_AUTH_TOKEN: 'nonsense' } });
-    expect((await get(`${malformed.url}/x`, { authorization: `Bearer ${w.userKey}` })).status).toBe(503);
+    // A token that cannot be one (missing or malformed) stops the start, naming auth.token and not the value.
+    await expect(w.proxy({ env: { SVC_AUTH_TOKEN: 'nonsense' } })).rejects.toThrow(
+      /^auth\.token: is malformed/,
+    );
+    await expect(w.proxy({ env: { SVC_AUTH_TOKEN: 'nonsense' } })).rejects.not.toThrow(/nonsense/);
+    await expect(w.proxy({ env: { SVC_AUTH_TOKEN: '' } })).rejects.toThrow(/^auth\.token: is not set/);
+    // A well-formed token the service refuses: the health endpoint says "not ready".
+    const health = await get(`${bad.url}/.gatehouse/health`);
+    expect(health.status).toBe(503);
+    expect(JSON.parse(health.text)).toMatchObject({ Ready: false });
   });
 
   it('the proxy token endpoint is admin-only, shown once, and replacing it revokes the old one', async () => {

@@ -56,4 +56,28 @@ describe('settings reload', () => {
     expect(await status('/open/x')).toBe(200);
     expect(await status('/also/x')).toBe(200);
   });
+
+  it('applies proxy.trustedproxies on reload: forward auth answers the new list only', async () => {
+    const ask = async () =>
+      (
+        await fetch(`${p.url}/.gatehouse/authz/forward-auth`, {
+          headers: {
+            'x-forwarded-method': 'GET',
+            'x-forwarded-proto': 'https',
+            'x-forwarded-host': 'wiki.example.com',
+            'x-forwarded-uri': '/open/x',
+          },
+        })
+      ).status;
+    const base = `[proxy]\nlisten = 127.0.0.1:0\ntls = false\nupstream = ${echo.url}\n[prefix./open/]\nauth = none\n`;
+    writeFileSync(file, base);
+    expect(p.reload()).toBeUndefined();
+    expect(await ask()).toBe(200); // loopback is trusted by default
+    writeFileSync(file, base.replace('tls = false\n', 'tls = false\ntrustedproxies = 10.0.0.0/8\n'));
+    expect(p.reload()).toBeUndefined();
+    expect(await ask()).toBe(403);
+    writeFileSync(file, base.replace('tls = false\n', 'tls = false\ntrustedproxies = 10.0.0.0/8 nonsense\n'));
+    expect(p.reload()?.message).toMatch(/proxy\.trustedproxies/);
+    expect(await ask()).toBe(403);
+  });
 });

@@ -109,17 +109,29 @@ describe.each(backends())('proxy sessions and access checks on %s', (backend) =>
     const first = await jar.get(`${p.url}/y`);
     const atService = await jar.get(first.location);
     const cb = new URL(atService.location);
-    // Another browser (no state cookie) cannot use this code: login CSRF is refused.
+    // Another browser (no state cookie) cannot use this code (login CSRF): the code is not
+    // exchanged; the sign-in starts again for that browser, with its own state cookie (a front
+    // proxy may have dropped the first one), and a second callback without it is refused.
     const other = new Jar();
-    expect((await other.get(cb.toString())).res.status).toBe(400);
+    const again = await other.get(cb.toString());
+    expect(again.res.status).toBe(302);
+    expect(new URL(again.location).origin).toBe(w.serviceUrl);
+    expect(again.setCookies.some((c) => c.startsWith('gatehouse_proxy='))).toBe(false);
+    expect(other.byOrigin.get(p.url)?.has('gatehouse_proxy_state')).toBe(true);
+    const retried = new URL(cb);
+    retried.searchParams.set('state', new URL(again.location).searchParams.get('state') as string);
+    expect((await new Jar().get(retried.toString())).res.status).toBe(400);
     const forged = new URL(cb);
     forged.searchParams.set('state', 'A'.repeat(24));
     expect((await jar.get(forged.toString())).res.status).toBe(400);
     // The code is single-use: the forged attempt above did not consume it at the proxy, but one
     // exchange does.
     expect((await jar.get(cb.toString())).res.status).toBe(302);
-    // The state cookie is cleared after success, and the code is spent: replaying the link fails.
-    expect((await jar.get(cb.toString())).res.status).toBe(400);
+    // The state cookie is cleared after success, and the code is spent: replaying the link only
+    // starts a new sign-in.
+    const replay = await jar.get(cb.toString());
+    expect(replay.res.status).toBe(302);
+    expect(new URL(replay.location).origin).toBe(w.serviceUrl);
     const bad = new URL(first.location);
     bad.searchParams.set('return', 'https://evil.example/.gatehouse/callback');
     const r = await jar.get(bad.toString());

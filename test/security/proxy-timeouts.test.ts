@@ -157,7 +157,7 @@ describe.each(backends())('proxy time limits on %s', (backend) => {
     );
   });
 
-  it('a Content-Length with no body gets 408; its upstream connection is closed and the pool usable again', async () => {
+  it('a Content-Length with no body gets 408 and never reaches the upstream; the pool stays usable', async () => {
     const p = await proxy({ upstreamConnections: 1, queueTimeoutMs: 5000 });
     const c = new RawConnection(portOf(p));
     const started = Date.now();
@@ -171,7 +171,8 @@ describe.each(backends())('proxy time limits on %s', (backend) => {
     await c.until(() => false, 300);
     expect(c.closed).toBe(true);
     expect(await up.freed('/public/upload')).toBe(0);
-    expect(up.received.find((r) => r.url === '/public/upload')).toMatchObject({ complete: false });
+    // The body's first part is read before an upstream connection is taken (src/proxy/body.ts).
+    expect(up.received.find((r) => r.url === '/public/upload')).toBeUndefined();
     const after = await fetch(`${p.url}/public/after`, { method: 'POST', body: 'x'.repeat(10) });
     expect(after.status).toBe(200);
     expect(await after.json()).toEqual({ size: 10 });
@@ -184,7 +185,7 @@ describe.each(backends())('proxy time limits on %s', (backend) => {
     const got = await Promise.all(conns.map((c) => c.until((r) => finalResponses(r).length > 0, 5000)));
     for (const g of got) expect(finalResponses(g).map((r) => r.status)).toEqual([408]);
     for (const c of conns) c.close();
-    expect(up.received.filter((r) => r.url === '/public/stalled')).toHaveLength(12);
+    expect(up.received.filter((r) => r.url === '/public/stalled')).toHaveLength(0);
     expect(await up.freed('/public/stalled')).toBe(0);
   });
 
@@ -209,7 +210,8 @@ describe.each(backends())('proxy time limits on %s', (backend) => {
   it('a client that goes away frees its upstream connection, mid-upload or waiting for the answer', async () => {
     const p = await proxy({ bodyIdleTimeoutMs: 60_000 });
     const uploading = new RawConnection(portOf(p));
-    await uploading.write(`${post('/public/abandoned-upload', 1000)}some of it`);
+    // More than the part read before forwarding (64 KiB): the upload is streaming when abandoned.
+    await uploading.write(`${post('/public/abandoned-upload', 200_000)}${'s'.repeat(100_000)}`);
     const arrived = async (url: string) => {
       const stop = Date.now() + 2000;
       while (!up.received.some((r) => r.url === url) && Date.now() < stop)
