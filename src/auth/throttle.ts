@@ -119,7 +119,10 @@ export async function chargeAttempt(ctx: Pick<ServiceContext, 'db'>, charges: Ch
           .selectFrom('auth_throttle')
           .selectAll()
           .where('key', '=', c.key)
-          .executeTakeFirstOrThrow();
+          .executeTakeFirst();
+        // Another instance's correct answer (attemptSucceeded) deleted the counter between the
+        // insert and the read: count again on a fresh one rather than failing (503) the loser of a race.
+        if (!row) continue;
         const t = Date.now();
         if (Number(row.next_attempt) > t) throw tooMany(Number(row.next_attempt));
         const last = Number(row.last_failure);

@@ -1,0 +1,107 @@
+import { sql, type Transaction } from 'kysely';
+import { ApiError } from '../core/errors.js';
+import type { Database, Db } from './db.js';
+
+/**
+ * How PostgreSQL write transactions of the object store (objects.ts) run side by side, on one
+ * instance or many sharing a database, and still hand the change log to its readers in one order.
+ *
+ * - Writers take no lock for their work: the rows they change are locked as they read them
+ *   (`FOR UPDATE` on the object written, `FOR KEY SHARE` on objects it references), so two
+ *   writers of the same object queue on that row only, and a conditional write sees the ETag
+ *   the other one committed.
+ * - The change rows of a transaction are kept in memory and appended by one statement just
+ *   before COMMIT. That statement first takes ORDER_LOCK (a transaction-level advisory lock,
+ *   released by COMMIT itself): sequence numbers are drawn under it, so they commit in the order
+ *   they are drawn, and a reader that sees sequence number n has already seen every one below n.
+ *   The lock is held for one statement and the COMMIT, not for the transaction.
+ * - The same statement NOTIFYs the other instances' tailers and returns the transaction's id
+ *   (`pg_current_xact_id()`): when the connection is lost during COMMIT the outcome is asked
+ *   on a fresh connection (`pg_xact_status`), so a write that committed is answered as done.
+ */
+
+/** Taken only around the change-log append at the end of a write transaction. */
+export const ORDER_LOCK = 0x6761_7465;
+
+/** The PostgreSQL NOTIFY channel announcing committed writes (LISTENed to by the event tailer). */
+export const CHANGES_CHANNEL = 'gatehouse_changes';
+
+/** A change-log row waiting for the end of its transaction. */
+export interface PendingChange {
+  type: string;
+  id: string;
+  data: string | null;
+  etag: string;
+  time: number;
+}
+
+type Tx = Transaction<Database>;
+
+/**
+ * Appends the transaction's changes in order under ORDER_LOCK and NOTIFYs, in one round trip.
+ * Returns the transaction id (text of an xid8). The lock is in the rows' source, so it is held
+ * before the first sequence number is drawn; ORDER BY keeps the transaction's own order.
+ */
+export async function appendChanges(tx: Tx, changes: readonly PendingChange[]): Promise<string> {
+  const result = await sql<{ xid: string }>`
+    WITH appended AS (
+      INSERT INTO changes (type, id, data, etag, time)
+      SELECT c.type, c.id, c.data, c.etag, c.time
+      FROM (SELECT pg_advisory_xact_lock(${ORDER_LOCK})) AS ordered,
+        unnest(${changes.map((c) => c.type)}::text[], ${changes.map((c) => c.id)}::text[],
+          ${changes.map((c) => c.data)}::text[], ${changes.map((c) => c.etag)}::text[],
+          ${changes.map((c) => c.time)}::int8[]) WITH ORDINALITY AS c(type, id, data, etag, time, n)
+      ORDER BY c.n
+      RETURNING seq
+    )
+    SELECT pg_notify(${CHANGES_CHANNEL}, ''), pg_current_xact_id()::text AS xid,
+      (SELECT count(*) FROM appended) AS appended`.execute(tx);
+  const row = result.rows[0];
+  if (!row) throw new Error('change-log append returned no row');
+  return row.xid;
+}
+
+/** How long the outcome of a transaction whose COMMIT was cut off is asked for, at most. */
+export const OUTCOME_WAIT_MS = 3_000;
+
+/**
+ * Whether the transaction `xid` committed, asked on a fresh connection after its own was lost
+ * during COMMIT. 'in progress' (the server has not finished that COMMIT yet) is asked again until
+ * OUTCOME_WAIT_MS; then, or when the database cannot answer, undefined: the outcome is unknown.
+ */
+export async function transactionCommitted(db: Db, xid: string): Promise<boolean | undefined> {
+  const pool = db.pool;
+  if (!pool) return undefined;
+  const until = Date.now() + OUTCOME_WAIT_MS;
+  for (;;) {
+    let status: string | null | undefined;
+    try {
+      const r = await pool.query<{ status: string | null }>('SELECT pg_xact_status($1::xid8) AS status', [
+        xid,
+      ]);
+      status = r.rows[0]?.status;
+    } catch {
+      return undefined;
+    }
+    if (status === 'committed') return true;
+    if (status === 'aborted') return false;
+    if (status !== 'in progress' || Date.now() >= until) return undefined;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** Times a PostgreSQL write is tried when it lost a race it can win by running again. */
+export const WRITE_ATTEMPTS = 4;
+
+/**
+ * Errors of a concurrent writer that running the transaction again resolves: a deadlock between
+ * row locks (40P01), a serialization failure (40001), and a unique key another transaction
+ * claimed after this one checked it (23505: the rerun finds the owner and answers 409).
+ */
+export function lostRace(err: unknown): boolean {
+  const code = (err as { code?: unknown } | undefined)?.code;
+  return code === '40P01' || code === '40001' || code === '23505';
+}
+
+/** A unique key still taken after every attempt (never expected: the rerun's own check finds it). */
+export const keyTaken = () => new ApiError('Conflict', 'another object already holds one of these keys');
