@@ -50,16 +50,28 @@ export class ChangeTailer {
      * whoever relied on seeing every change must start again from a snapshot.
      */
     private readonly onGap: () => void = () => {},
+    /**
+     * The LISTEN connection is back after it was lost (or first came up late): signals NOTIFYed
+     * meanwhile were missed, and unlike changes they are in no log to read again.
+     */
+    private readonly onRelisten: () => void = () => {},
   ) {}
 
-  /** Idempotent; resolves once the position is known and wake-ups are wired. */
+  /** Idempotent; resolves once the position is known and wake-ups are wired. A failed start is tried again by the next call. */
   start(): Promise<void> {
-    this.started ??= this.init();
+    this.started ??= this.init().catch((err: unknown) => {
+      this.started = undefined;
+      throw err;
+    });
     return this.started;
   }
 
+  private listenedBefore = false;
+
   private async init() {
-    this.position = await this.store.lastSeq();
+    const position = await this.store.lastSeq();
+    if (this.closed) return;
+    this.position = position;
     this.store.commits.on('commit', this.wake);
     this.pollTimer = setInterval(this.poll, this.options.pollIntervalMs);
     this.pollTimer.unref();
@@ -181,10 +193,15 @@ export class ChangeTailer {
       await client.query(`LISTEN ${CHANGES_CHANNEL}`);
       await client.query(`LISTEN ${SIGNALS_CHANNEL}`);
       this.reconnectDelay = 500;
-      // Notifications sent while not listening are lost: read once to pick up their changes.
+      // Notifications sent while not listening are lost: read once to pick up their changes, and
+      // let the hub check again what only signals tell (sessions ended on other instances).
       this.wake();
+      if (this.listenedBefore) this.onRelisten();
+      this.listenedBefore = true;
     } catch (err) {
       if (!this.closed) this.logger.warn({ err }, 'event stream: cannot LISTEN; polling until it can');
+      // Whoever opened a stream meanwhile missed signals until the LISTEN comes up.
+      this.listenedBefore = true;
       this.relisten(client);
     }
   }

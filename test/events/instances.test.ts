@@ -165,6 +165,62 @@ describe.each(backends())('event streams across instances on %s', (backend) => {
       expect(JSON.parse(sock.sent[0] ?? '{}')).toMatchObject({ StatusCode: 100 });
     });
 
+  // LISTEN/NOTIFY across instances exists only on PostgreSQL: registered for it alone.
+  if (backend === 'postgres')
+    it('a session ended while the LISTEN connection was down closes its stream once it listens again', async () => {
+      const { obj: user } = await a.store.create(User, {});
+      const { session } = await createSession(a, { deviceId: 'device-z', userId: user.id });
+      const principal: Principal = {
+        via: 'session',
+        userId: user.id,
+        scopes: new Set(['user']),
+        sessionId: session.id,
+        integrityLevel: session.level,
+      };
+      const sock = new FakeSocket();
+      await b.app.events.accept(sock as unknown as EventSocket, principal);
+      expect(sock.closedWith).toBeUndefined();
+      // Every LISTEN connection of this database goes (a PostgreSQL restart or failover), and the
+      // session ends meanwhile: its signal reaches nobody, as on the instance that handled it.
+      const pool = a.db.pool as NonNullable<Db['pool']>;
+      const killed = await pool.query(
+        `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+        WHERE datname = current_database() AND query ILIKE 'LISTEN%' AND pid <> pg_backend_pid()`,
+      );
+      expect(killed.rowCount).toBeGreaterThan(0);
+      await sql`DELETE FROM sessions WHERE id = ${session.id}`.execute(a.db.kysely);
+      // B re-LISTENs after 0.5 s and checks its session streams then (not at the 30 s ping).
+      const end = Date.now() + 5000;
+      while (!sock.closedWith && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
+      expect(sock.closedWith?.code).toBe(4001);
+    });
+
+  // LISTEN/NOTIFY across instances exists only on PostgreSQL: registered for it alone.
+  if (backend === 'postgres')
+    it('an instance LISTENs from its start, before any stream is opened on it', async () => {
+      const pool = a.db.pool as NonNullable<Db['pool']>;
+      const listening = async () =>
+        Number(
+          (
+            await pool.query(
+              `SELECT count(*) AS n FROM pg_stat_activity
+              WHERE datname = current_database() AND query ILIKE 'LISTEN%'`,
+            )
+          ).rows[0].n,
+        );
+      const before = await listening();
+      const c = await startInstance(a.db.pool?.options.connectionString as string);
+      try {
+        const end = Date.now() + 5000;
+        while ((await listening()) <= before && Date.now() < end) await new Promise((r) => setTimeout(r, 50));
+        expect(await listening()).toBeGreaterThan(before);
+        expect(c.app.events.size).toBe(0);
+      } finally {
+        await c.app.close();
+        await c.db.close();
+      }
+    });
+
   it('closes its streams with 1001 when the instance shuts down', async () => {
     const c = await EventClient.open(b.url, key);
     clients.push(c);
