@@ -145,6 +145,9 @@ export async function loadKeySet(
   return {
     keys,
     version: ordered.map((r) => r.kid).join(','),
-    nextChange: waiting.length > 0 ? (signsFrom(rows.indexOf(waiting[waiting.length - 1] as (typeof rows)[number])) as number) : undefined,
+    nextChange:
+      waiting.length > 0
+        ? (signsFrom(rows.indexOf(waiting[waiting.length - 1] as (typeof rows)[number])) as number)
+        : undefined,
   };
 }

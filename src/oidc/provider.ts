@@ -280,7 +280,12 @@ export async function providerOf(
 ): Promise<Provider> {
   const now = Date.now();
   let h = holders.get(ctx.db);
-  if (h && !force && now - h.checked < KEYS_RECHECK_MS && !(h.nextChange !== undefined && now >= h.nextChange))
+  if (
+    h &&
+    !force &&
+    now - h.checked < KEYS_RECHECK_MS &&
+    !(h.nextChange !== undefined && now >= h.nextChange)
+  )
     return h.provider;
   const set = await loadKeySet(ctx, KEY_TIMES);
   if (h && h.version === set.version) {
