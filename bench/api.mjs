@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { startBareFastify } from './lib/bare.mjs';
 import { detectTool, runLoad, running, wrkVersion } from './lib/load.mjs';
 import { machineInfo } from './lib/machine.mjs';
 import { createTempDatabase } from './lib/postgres.mjs';
@@ -257,6 +258,19 @@ async function benchBackend(name) {
       { url: `${server.url}/users/${userId}`, headers: auth },
       settings.getConnections,
     );
+    // The reference, right after: a bare Fastify route serving the same body (issue 24).
+    const bare = await startBareFastify(ROOT, template);
+    try {
+      out.bare = await loadScenario(
+        bare,
+        `${title} bare Fastify GET (reference)`,
+        { url: `${bare.url}/users/${userId}` },
+        settings.getConnections,
+      );
+    } finally {
+      await bare.stop();
+    }
+    out.getVsBare = Math.round((out.get.rps / out.bare.rps) * 100) / 100;
     out.post = await loadScenario(
       server,
       `${title} POST /users`,
@@ -416,6 +430,18 @@ async function main() {
       values: values((b) => b.get.latencyMs.p99),
     },
     { scenario: '', metric: 'server CPU', unit: '%', values: values((b) => b.get.serverCpuPct) },
+    {
+      scenario: 'bare Fastify, same body (reference)',
+      metric: 'requests/s',
+      values: values((b) => b.bare.rps),
+    },
+    {
+      scenario: '',
+      metric: 'GET /users/:id ÷ bare Fastify',
+      digits: 2,
+      values: values((b) => b.getVsBare),
+      target: { text: '>= 0.5 (issue 24)', ok: (v) => v >= 0.5 },
+    },
     {
       scenario: 'POST /users {}',
       metric: 'requests/s',

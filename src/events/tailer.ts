@@ -3,6 +3,9 @@ import type { Logger } from 'pino';
 import { prunedThrough } from '../store/changelog.js';
 import { CHANGES_CHANNEL, type Change, type ObjectStore } from '../store/objects.js';
 
+/** While nobody listens, how often at most the position follows the log (one query each time). */
+const IDLE_FOLLOW_MS = 1000;
+
 /** NOTIFY channel for stream signals between instances (src/events/hub.ts: sessionIntegrityChanged...). */
 export const SIGNALS_CHANNEL = 'gatehouse_event_signals';
 
@@ -127,16 +130,36 @@ export class ChangeTailer {
     void this.drain();
   };
 
+  private idleFollowedAt = 0;
+  /** The position was left behind while idle (IDLE_FOLLOW_MS). */
+  private idleBehind = false;
+  private idleTimer: NodeJS.Timeout | undefined;
+
   private async drain() {
     this.reading = true;
     try {
       do {
         this.again = false;
         if (this.idle()) {
+          // With nobody listening the position only follows the log, at most once per
+          // IDLE_FOLLOW_MS: not a query per write. A first subscriber may then be offered changes
+          // older than its snapshot, which it drops (src/events/subscription.ts).
+          const wait = this.idleFollowedAt + IDLE_FOLLOW_MS - Date.now();
+          if (wait > 0) {
+            this.idleTimer ??= setTimeout(() => {
+              this.idleTimer = undefined;
+              this.wake();
+            }, wait);
+            this.idleTimer.unref();
+            this.idleBehind = true;
+            continue;
+          }
+          this.idleFollowedAt = Date.now();
           const last = await this.store.lastSeq();
           // Someone may have subscribed during the query: they need the rows, so read them.
           if (this.idle()) {
             this.position = Math.max(this.position, last);
+            this.idleBehind = false;
             continue;
           }
         }
@@ -145,7 +168,11 @@ export class ChangeTailer {
           if (this.closed || batch.length === 0) break;
           // A hole after the position is usually a rolled-back sequence number; it is a loss only
           // when the pruner has been past the position.
-          if ((batch[0] as Change).seq > this.position + 1 && (await this.lostSincePosition())) {
+          // Behind only from an idle spell, no subscriber can have lost anything: each registered
+          // after it and reads from a snapshot newer than any row pruned (older than the retention).
+          const behind = this.idleBehind;
+          this.idleBehind = false;
+          if (!behind && (batch[0] as Change).seq > this.position + 1 && (await this.lostSincePosition())) {
             this.logger.warn(
               { position: this.position, next: (batch[0] as Change).seq },
               'event stream: changes were pruned before they were read; subscribers resync',
@@ -177,6 +204,9 @@ export class ChangeTailer {
     this.listener = client;
     client.on('notification', (msg) => {
       if (msg.channel === SIGNALS_CHANNEL) this.onSignal(msg.payload ?? '');
+      // This process's own commit: its 'commit' event has woken the readers already, and its
+      // caches follow it; a second wake-up would only cost queries on the write path.
+      else if (msg.payload === this.store.notifyTag) return;
       else {
         // Another instance committed: caches of this process (e.g. validated API keys) drop what they hold.
         this.store.commits.emit('remote');
@@ -223,6 +253,7 @@ export class ChangeTailer {
     this.closed = true;
     this.store.commits.off('commit', this.wake);
     clearInterval(this.pollTimer);
+    clearTimeout(this.idleTimer);
     clearTimeout(this.reconnectTimer);
     const l = this.listener;
     this.listener = undefined;

@@ -3,7 +3,7 @@
 // the change-log append that gives every write its ETag); splitting reads from writes would make
 // it public across files. The list SQL (listquery.ts), what a write takes from its type's
 // declaration (typerules.ts) and how PostgreSQL writers run side by side (pgwrite.ts) stand apart.
-import { randomBytes, randomInt } from 'node:crypto';
+import { randomBytes, randomInt, randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { type Compilable, CompiledQuery, type Kysely, sql, type Transaction } from 'kysely';
 import { ApiError } from '../core/errors.js';
@@ -75,6 +75,9 @@ export class ObjectStore {
    * it); and 'remote' when another instance is known to have committed (src/events/tailer.ts).
    */
   readonly commits = new EventEmitter();
+
+  /** The payload of this store's change notifications (PostgreSQL): its tailer ignores its own. */
+  readonly notifyTag = randomUUID();
 
   constructor(readonly db: Db) {
     this.commits.setMaxListeners(0);
@@ -402,7 +405,8 @@ export class ObjectStore {
         this.pending.set(tx, changes);
         const r = await fn(tx);
         if (changes.length > 0) {
-          if (this.concurrent) beforeCommit = { xid: await appendChanges(tx, changes), result: r };
+          if (this.concurrent)
+            beforeCommit = { xid: await appendChanges(tx, changes, this.notifyTag), result: r };
           else for (const c of changes) await this.appendChange(tx, c);
         }
         return r;

@@ -40,9 +40,15 @@ type Tx = Transaction<Database>;
 /**
  * Appends the transaction's changes in order under ORDER_LOCK and NOTIFYs, in one round trip.
  * Returns the transaction id (text of an xid8). The lock is in the rows' source, so it is held
- * before the first sequence number is drawn; ORDER BY keeps the transaction's own order.
+ * before the first sequence number is drawn; ORDER BY keeps the transaction's own order. The
+ * notification carries `writer` (the store's NOTIFY tag), so an instance's own tailer can tell
+ * its own commits (already announced in-process) from other instances'.
  */
-export async function appendChanges(tx: Tx, changes: readonly PendingChange[]): Promise<string> {
+export async function appendChanges(
+  tx: Tx,
+  changes: readonly PendingChange[],
+  writer: string,
+): Promise<string> {
   const result = await sql<{ xid: string }>`
     WITH appended AS (
       INSERT INTO changes (type, id, data, etag, time)
@@ -54,7 +60,7 @@ export async function appendChanges(tx: Tx, changes: readonly PendingChange[]): 
       ORDER BY c.n
       RETURNING seq
     )
-    SELECT pg_notify(${CHANGES_CHANNEL}, ''), pg_current_xact_id()::text AS xid,
+    SELECT pg_notify(${CHANGES_CHANNEL}, ${writer}), pg_current_xact_id()::text AS xid,
       (SELECT count(*) FROM appended) AS appended`.execute(tx);
   const row = result.rows[0];
   if (!row) throw new Error('change-log append returned no row');
