@@ -13,7 +13,7 @@ import { machineInfo } from './lib/machine.mjs';
 import { createTempDatabase } from './lib/postgres.mjs';
 import { ensureBuilt, liveServers, startServer } from './lib/server.mjs';
 
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
+const HERE = join(dirname(fileURLToPath(import.meta.url)), '..');
 const { values: args } = parseArgs({
   options: {
     quick: { type: 'boolean', default: false },
@@ -25,6 +25,7 @@ const { values: args } = parseArgs({
       default: process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres',
     },
     json: { type: 'string' },
+    root: { type: 'string', default: HERE },
     help: { type: 'boolean', default: false },
   },
 });
@@ -35,10 +36,11 @@ Starts \`gatehouse serve\` on a new SQLite database, and two on one new PostgreS
 measures POST /users {} (wrk) in rounds: SQLite; PostgreSQL through one instance; PostgreSQL
 through both at once (the connections split between them). Reports the median of each over the
 rounds and the ratios PostgreSQL one instance ÷ SQLite (goal >= 0.5) and two instances ÷ one
-(goal >= 1.0).
+(goal >= 1.0). --root <dir> serves another checkout's dist/ (e.g. main, to compare a change).
 `);
   process.exit(0);
 }
+const ROOT = args.root;
 const rounds = Number(args.rounds ?? (args.quick ? 1 : 3));
 const durationS = Number(args.duration ?? (args.quick ? 2 : 8));
 const connections = Number(args.connections);
@@ -113,7 +115,7 @@ async function main() {
   const summary = {
     machine: { nproc: machine.nproc, cpuModel: machine.cpuModel, loadAvgBefore: machine.loadAvg },
     loadAvgAfter: machineInfo().loadAvg,
-    settings: { rounds, durationS, connections, tool },
+    settings: { rounds, durationS, connections, tool, root: ROOT },
     runs,
     median: m,
     pgOneVsSqlite: ratio(m.pgOne, m.sqlite),
