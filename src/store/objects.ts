@@ -455,11 +455,18 @@ export class ObjectStore {
    * Records a change for the change log, appended when the transaction ends (write()); returns
    * the object's new ETag (random, so it reveals nothing).
    */
-  private logChange(tx: Tx, type: ObjectType, id: string, data: string | null, now: number): string {
+  private logChange(
+    tx: Tx,
+    type: ObjectType,
+    id: string,
+    data: string | null,
+    now: number,
+    object?: Pick<PendingChange, 'object' | 'createTime' | 'secret'>,
+  ): string {
     const etag = `"${randomBytes(12).toString('base64url')}"`;
     const pending = this.pending.get(tx);
     if (!pending) throw new Error('a change outside a write transaction');
-    pending.push({ type: type.kind, id, data, etag, time: now });
+    pending.push({ type: type.kind, id, data, etag, time: now, ...object });
     return etag;
   }
 
@@ -477,6 +484,15 @@ export class ObjectStore {
     const now = Date.now();
     const data = JSON.stringify(doc);
     await writeKeys(tx, type, id, keysOf(type, doc, secret), new Map());
+    if (this.concurrent) {
+      // Written with the change-log append, just before COMMIT (pgwrite.ts).
+      const etag = this.logChange(tx, type, id, data, now, {
+        object: 'insert',
+        createTime: now,
+        secret: secretText(secret),
+      });
+      return { id, doc, data, etag, createTime: now, modifyTime: now };
+    }
     const etag = this.logChange(tx, type, id, data, now);
     await this.fixed(
       'insert',
@@ -507,6 +523,14 @@ export class ObjectStore {
       keysOf(type, current.doc, current.secret),
     );
     this.altered.get(tx)?.add(type.kind);
+    if (this.concurrent) {
+      // Written with the change-log append, just before COMMIT; the row is locked since row().
+      const etag = this.logChange(tx, type, current.id, data, now, {
+        object: 'replace',
+        secret: secretText(secret),
+      });
+      return { ...current, doc, data, etag, modifyTime: now };
+    }
     const etag = this.logChange(tx, type, current.id, data, now);
     await this.fixed(
       'replace',

@@ -26,13 +26,21 @@ export const ORDER_LOCK = 0x6761_7465;
 /** The PostgreSQL NOTIFY channel announcing committed writes (LISTENed to by the event tailer). */
 export const CHANGES_CHANNEL = 'gatehouse_changes';
 
-/** A change-log row waiting for the end of its transaction. */
+/**
+ * A change-log row waiting for the end of its transaction. On PostgreSQL the object's own row is
+ * written by the same final statement when `object` says so ('insert' or 'replace', with `time`
+ * as its modify time): one round trip fewer per write.
+ */
 export interface PendingChange {
   type: string;
   id: string;
   data: string | null;
   etag: string;
   time: number;
+  object?: 'insert' | 'replace';
+  createTime?: number;
+  /** The object's hidden state as stored (JSON or null), for `object`. */
+  secret?: string | null;
 }
 
 type Tx = Transaction<Database>;
@@ -41,29 +49,50 @@ type Tx = Transaction<Database>;
  * Appends the transaction's changes in order under ORDER_LOCK and NOTIFYs, in one round trip.
  * Returns the transaction id (text of an xid8). The lock is in the rows' source, so it is held
  * before the first sequence number is drawn; ORDER BY keeps the transaction's own order. The
- * notification carries `writer` (the store's NOTIFY tag), so an instance's own tailer can tell
- * its own commits (already announced in-process) from other instances'.
+ * objects rows the changes carry (`object`) are inserted or updated by the same statement; the
+ * rows updated were locked FOR UPDATE when the transaction read them. The notification carries
+ * `writer` (the store's NOTIFY tag), so an instance's own tailer can tell its own commits
+ * (already announced in-process) from other instances'.
  */
 export async function appendChanges(
   tx: Tx,
   changes: readonly PendingChange[],
   writer: string,
 ): Promise<string> {
-  const result = await sql<{ xid: string }>`
-    WITH appended AS (
+  const col = <T>(f: (c: PendingChange) => T) => changes.map(f);
+  const result = await sql<{ xid: string; inserted: string; replaced: string }>`
+    WITH w AS (
+      SELECT * FROM unnest(${col((c) => c.type)}::text[], ${col((c) => c.id)}::text[],
+        ${col((c) => c.data)}::text[], ${col((c) => c.etag)}::text[], ${col((c) => c.time)}::int8[],
+        ${col((c) => c.object ?? '')}::text[], ${col((c) => c.createTime ?? 0)}::int8[],
+        ${col((c) => c.secret ?? null)}::text[])
+        WITH ORDINALITY AS w(type, id, data, etag, time, object, create_time, secret, n)
+    ),
+    inserted AS (
+      INSERT INTO objects (type, id, data, etag, create_time, modify_time, secret)
+      SELECT w.type, w.id, w.data, w.etag, w.create_time, w.time, w.secret FROM w WHERE w.object = 'insert'
+      RETURNING 1
+    ),
+    replaced AS (
+      UPDATE objects o SET data = w.data, etag = w.etag, modify_time = w.time, secret = w.secret
+      FROM w WHERE w.object = 'replace' AND o.type = w.type AND o.id = w.id
+      RETURNING 1
+    ),
+    appended AS (
       INSERT INTO changes (type, id, data, etag, time)
-      SELECT c.type, c.id, c.data, c.etag, c.time
-      FROM (SELECT pg_advisory_xact_lock(${ORDER_LOCK})) AS ordered,
-        unnest(${changes.map((c) => c.type)}::text[], ${changes.map((c) => c.id)}::text[],
-          ${changes.map((c) => c.data)}::text[], ${changes.map((c) => c.etag)}::text[],
-          ${changes.map((c) => c.time)}::int8[]) WITH ORDINALITY AS c(type, id, data, etag, time, n)
-      ORDER BY c.n
+      SELECT w.type, w.id, w.data, w.etag, w.time
+      FROM (SELECT pg_advisory_xact_lock(${ORDER_LOCK})) AS ordered, w
+      ORDER BY w.n
       RETURNING seq
     )
     SELECT pg_notify(${CHANGES_CHANNEL}, ${writer}), pg_current_xact_id()::text AS xid,
+      (SELECT count(*) FROM inserted) AS inserted, (SELECT count(*) FROM replaced) AS replaced,
       (SELECT count(*) FROM appended) AS appended`.execute(tx);
   const row = result.rows[0];
   if (!row) throw new Error('change-log append returned no row');
+  // Every object to replace was read and locked by this transaction: a missing one is a bug.
+  if (Number(row.replaced) !== changes.filter((c) => c.object === 'replace').length)
+    throw new Error('an object to replace was not found');
   return row.xid;
 }
 
