@@ -6,7 +6,7 @@ import { authDb } from './session/db.js';
 /**
  * Brute-force regulation for password, PIN and code attempts (docs/signin.md, "Regulation").
  * Counters live in the database, so every instance sees the same numbers. An attempt is charged
- * BEFORE the secret is checked (compare-and-swap on the counter), so parallel guesses cannot slip
+ * BEFORE the secret is checked (one atomic upsert per counter), so parallel guesses cannot slip
  * past the limit; a correct answer then clears that factor's charge only. Any failure of this
  * store refuses the attempt (fails closed, 503).
  *
