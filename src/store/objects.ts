@@ -11,16 +11,8 @@ import { type Doc, normalize } from '../schema/fields.js';
 import type { Actor, ObjectType } from '../schema/type.js';
 import type { Database, Db } from './db.js';
 import { type ListPage, type ListQuery, listObjects } from './listquery.js';
-import {
-  appendChanges,
-  keyTaken,
-  lostRace,
-  type PendingChange,
-  transactionCommitted,
-  WRITE_ATTEMPTS,
-} from './pgwrite.js';
+import { keyTaken, lostRace, type PendingChange, pgWrite, WRITE_ATTEMPTS } from './pgwrite.js';
 import { allWritable, checkRefs, keysOf, prepare, writeKeys } from './typerules.js';
-import { databaseUnavailable } from './unavailable.js';
 
 export type { ListPage } from './listquery.js';
 export { CHANGES_CHANNEL } from './pgwrite.js';
@@ -396,26 +388,20 @@ export class ObjectStore {
   private async writeOnce<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
     const altered = new Set<string>();
     const changes: PendingChange[] = [];
-    /** Set once everything but COMMIT has succeeded (PostgreSQL): the transaction's id and result. */
-    let beforeCommit: { xid: string; result: T } | undefined;
+    const run = async (tx: Tx) => {
+      this.altered.set(tx, altered);
+      this.pending.set(tx, changes);
+      return fn(tx);
+    };
     let result: T;
-    try {
+    if (this.concurrent) {
+      result = await pgWrite(this.db, this.notifyTag, async (tx) => ({ result: await run(tx), changes }));
+    } else {
       result = await this.k.transaction().execute(async (tx) => {
-        this.altered.set(tx, altered);
-        this.pending.set(tx, changes);
-        const r = await fn(tx);
-        if (changes.length > 0) {
-          if (this.concurrent)
-            beforeCommit = { xid: await appendChanges(tx, changes, this.notifyTag), result: r };
-          else for (const c of changes) await this.appendChange(tx, c);
-        }
+        const r = await run(tx);
+        for (const c of changes) await this.appendChange(tx, c);
         return r;
       });
-    } catch (err) {
-      // The connection was lost during COMMIT: the write may have happened. Answer what did.
-      if (beforeCommit === undefined || !databaseUnavailable(err)) throw err;
-      if ((await transactionCommitted(this.db, beforeCommit.xid)) !== true) throw err;
-      result = beforeCommit.result;
     }
     this.commits.emit('commit', altered);
     return result;

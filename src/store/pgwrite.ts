@@ -1,6 +1,8 @@
-import { sql, type Transaction } from 'kysely';
+import { Kysely, PostgresDialect, sql, type Transaction } from 'kysely';
+import type pg from 'pg';
 import { ApiError } from '../core/errors.js';
 import type { Database, Db } from './db.js';
+import { databaseUnavailable } from './unavailable.js';
 
 /**
  * How PostgreSQL write transactions of the object store (objects.ts) run side by side, on one
@@ -122,6 +124,118 @@ export async function transactionCommitted(db: Db, xid: string): Promise<boolean
     if (status === 'aborted') return false;
     if (status !== 'in progress' || Date.now() >= until) return undefined;
     await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/**
+ * Runs a write transaction on its own pooled connection with BEGIN sent lazily, before the first
+ * statement `fn` makes. `fn` returns its changes (and may make no statement at all, as a
+ * creation with nothing to check does): then the one final statement (appendChanges, which also
+ * writes the objects) runs alone and commits by itself: one round trip for the whole write.
+ * Otherwise BEGIN ... final statement ... COMMIT.
+ *
+ * When the connection is lost at the end, the outcome is asked for: after a COMMIT, by the
+ * transaction id (pg_xact_status); after a lone final statement, which returned no id, by
+ * waiting until its backend is no longer running a statement and looking for the first object
+ * it created (a new, random id: only that statement can have made it).
+ */
+export async function pgWrite<T>(
+  db: Db,
+  writer: string,
+  fn: (tx: Tx) => Promise<{ result: T; changes: readonly PendingChange[] }>,
+): Promise<T> {
+  const pool = db.pool as pg.Pool;
+  const client = await pool.connect();
+  let begun = false;
+  let lone = false;
+  const lazy = {
+    query: async (text: string, params?: unknown[]) => {
+      if (!begun && !lone) {
+        await client.query('BEGIN');
+        begun = true;
+      }
+      return client.query(text, params);
+    },
+    release() {},
+  };
+  const tx = new Kysely<Database>({
+    dialect: new PostgresDialect({ pool: { connect: async () => lazy, end: async () => {} } as never }),
+  }) as unknown as Tx;
+  let broken: unknown;
+  try {
+    const { result, changes } = await fn(tx);
+    if (changes.length === 0) {
+      if (begun) await client.query('COMMIT');
+      return result;
+    }
+    if (!begun) {
+      lone = true;
+      try {
+        await appendChanges(tx, changes, writer);
+      } catch (err) {
+        if (!databaseUnavailable(err)) throw err;
+        broken = err;
+        if (
+          (await loneStatementCommitted(
+            db,
+            (client as unknown as { processID?: number }).processID,
+            changes,
+          )) !== true
+        )
+          throw err;
+      }
+      return result;
+    }
+    const xid = await appendChanges(tx, changes, writer);
+    try {
+      await client.query('COMMIT');
+    } catch (err) {
+      if (!databaseUnavailable(err)) throw err;
+      broken = err;
+      if ((await transactionCommitted(db, xid)) !== true) throw err;
+    }
+    return result;
+  } catch (err) {
+    if (databaseUnavailable(err)) broken = err;
+    else if (begun) await client.query('ROLLBACK').catch(() => {});
+    throw err;
+  } finally {
+    // A connection that failed is not handed out again.
+    client.release(broken === undefined ? undefined : true);
+  }
+}
+
+/**
+ * Whether a lone final statement (no BEGIN) committed, after its connection was lost: once its
+ * backend runs no statement any more (bounded by OUTCOME_WAIT_MS), it committed exactly when
+ * the first object it created exists. undefined: unknown (no creation to look for, or no answer).
+ */
+async function loneStatementCommitted(
+  db: Db,
+  pid: number | undefined,
+  changes: readonly PendingChange[],
+): Promise<boolean | undefined> {
+  const pool = db.pool;
+  const created = changes.find((c) => c.object === 'insert');
+  if (!pool || !created) return undefined;
+  const until = Date.now() + OUTCOME_WAIT_MS;
+  try {
+    for (;;) {
+      const r = await pool.query<{ state: string | null }>(
+        'SELECT state FROM pg_stat_activity WHERE pid = $1',
+        [pid ?? 0],
+      );
+      if (r.rows[0]?.state !== 'active') break;
+      if (Date.now() >= until) return undefined;
+      await new Promise((res) => setTimeout(res, 50));
+    }
+    const found = await pool.query('SELECT 1 FROM objects WHERE type = $1 AND id = $2', [
+      created.type,
+      created.id,
+    ]);
+    return found.rows.length > 0;
+  } catch {
+    return undefined;
   }
 }
 

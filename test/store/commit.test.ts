@@ -114,20 +114,37 @@ describe.skipIf(noCluster !== undefined)('a connection lost during COMMIT (Postg
   }, 60_000);
 
   it('a write whose COMMIT was cut off before it committed is answered 503 and left undone', async () => {
+    // A user to update, made before COMMIT is slowed down.
+    const made = await call('POST', '/users', {});
+    expect(made.status).toBe(201);
+    const madeId = String(made.headers.get('location')).split('/').pop() as string;
     await admin.query(`CREATE OR REPLACE FUNCTION slow_commit() RETURNS trigger LANGUAGE plpgsql AS
       $$ BEGIN PERFORM pg_sleep(5); RETURN NULL; END $$`);
     await admin.query(`CREATE CONSTRAINT TRIGGER slow_commit AFTER INSERT ON changes
       DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION slow_commit()`);
     const before = await users();
     let answer: Response;
+    let updated: Response;
     try {
+      // A creation is one statement committing by itself; an update is BEGIN ... COMMIT.
       const post = call('POST', '/users', {});
       expect(await terminateWhile('PgSleep', post)).toBeGreaterThan(0);
       answer = await post;
+      const put = call(
+        'PUT',
+        `/users/${madeId}`,
+        { Name: { FullName: 'never' } },
+        { 'if-match': made.headers.get('etag') ?? '' },
+      );
+      expect(await terminateWhile('PgSleep', put)).toBeGreaterThan(0);
+      updated = await put;
     } finally {
       await admin.query('DROP TRIGGER slow_commit ON changes');
     }
     expect(answer.status, await answer.clone().text()).toBe(503);
     expect(await users()).toBe(before);
+    expect(updated.status, await updated.clone().text()).toBe(503);
+    const now = await fetch(`${inst.url}/users/${madeId}`, { headers: { authorization: `Bearer ${key}` } });
+    expect(now.headers.get('etag')).toBe(made.headers.get('etag'));
   }, 60_000);
 });
