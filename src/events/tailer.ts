@@ -2,6 +2,7 @@ import pg from 'pg';
 import type { Logger } from 'pino';
 import { prunedThrough } from '../store/changelog.js';
 import { CHANGES_CHANNEL, type Change, type ObjectStore } from '../store/objects.js';
+import { readChangeNotice } from '../store/pgwrite.js';
 
 /** While nobody listens, how often at most the position follows the log (one query each time). */
 const IDLE_FOLLOW_MS = 1000;
@@ -204,12 +205,15 @@ export class ChangeTailer {
     this.listener = client;
     client.on('notification', (msg) => {
       if (msg.channel === SIGNALS_CHANNEL) this.onSignal(msg.payload ?? '');
-      // This process's own commit: its 'commit' event has woken the readers already, and its
-      // caches follow it; a second wake-up would only cost queries on the write path.
-      else if (msg.payload === this.store.notifyTag) return;
       else {
-        // Another instance committed: caches of this process (e.g. validated API keys) drop what they hold.
-        this.store.commits.emit('remote');
+        const notice = readChangeNotice(msg.payload ?? '');
+        // This process's own commit: its 'commit' event has woken the readers already, and its
+        // caches follow it; a second wake-up would only cost queries on the write path.
+        if (notice?.writer === this.store.notifyTag) return;
+        // Another instance committed: caches of this process (e.g. validated API keys) drop what
+        // that write can have made stale (the kinds it updated or deleted, and created); all of it
+        // when the notice does not say.
+        this.store.commits.emit('remote', notice?.updated, notice?.created);
         this.wake();
       }
     });

@@ -111,7 +111,9 @@ async function loaded(ctx: ServiceContext): Promise<Cached> {
       seen = scriptWrites.count;
     };
     ctx.store.commits.on('commit', drop);
-    ctx.store.commits.on('remote', () => drop());
+    ctx.store.commits.on('remote', (updated?: ReadonlySet<string>, created?: ReadonlySet<string>) =>
+      drop(updated && created ? new Set([...updated, ...created]) : undefined),
+    );
   }
   const v = c.value;
   if (v && v.writes === scriptWrites.count && Date.now() - v.at < CACHE_MS) return v;

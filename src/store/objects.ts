@@ -64,7 +64,9 @@ export class ObjectStore {
   /**
    * Emits 'commit' after every committed write, so in-process readers of the change log wake at
    * once, with the set of kinds whose existing objects it updated or deleted (creations are not in
-   * it); and 'remote' when another instance is known to have committed (src/events/tailer.ts).
+   * it); and 'remote' when another instance is known to have committed (src/events/tailer.ts),
+   * with the kinds it updated or deleted and the kinds it created when its notice says (else none:
+   * drop everything).
    */
   readonly commits = new EventEmitter();
 

@@ -62,6 +62,7 @@ export async function appendChanges(
   writer: string,
 ): Promise<string> {
   const col = <T>(f: (c: PendingChange) => T) => changes.map(f);
+  const notice = changeNotice(writer, changes);
   const result = await sql<{ xid: string; inserted: string; replaced: string }>`
     WITH w AS (
       SELECT * FROM unnest(${col((c) => c.type)}::text[], ${col((c) => c.id)}::text[],
@@ -87,7 +88,7 @@ export async function appendChanges(
       ORDER BY w.n
       RETURNING seq
     )
-    SELECT pg_notify(${CHANGES_CHANNEL}, ${writer}), pg_current_xact_id()::text AS xid,
+    SELECT pg_notify(${CHANGES_CHANNEL}, ${notice}), pg_current_xact_id()::text AS xid,
       (SELECT count(*) FROM inserted) AS inserted, (SELECT count(*) FROM replaced) AS replaced,
       (SELECT count(*) FROM appended) AS appended`.execute(tx);
   const row = result.rows[0];
@@ -96,6 +97,31 @@ export async function appendChanges(
   if (Number(row.replaced) !== changes.filter((c) => c.object === 'replace').length)
     throw new Error('an object to replace was not found');
   return row.xid;
+}
+
+/**
+ * The payload of a change notification: the writing store's tag, and the kinds whose objects the
+ * transaction updated or deleted ("u") and created ("c"), so that another instance's caches drop
+ * only what a write can have made stale (src/auth/keycache.ts, src/scripts/runner.ts).
+ */
+export function changeNotice(writer: string, changes: readonly PendingChange[]): string {
+  const u = new Set<string>();
+  const c = new Set<string>();
+  for (const ch of changes) (ch.object === 'insert' ? c : u).add(ch.type);
+  return JSON.stringify({ w: writer, u: [...u], c: [...c] });
+}
+
+/** A change notification read back: undefined when it is not one of ours (then: drop everything). */
+export function readChangeNotice(
+  payload: string,
+): { writer: string; updated: Set<string>; created: Set<string> } | undefined {
+  try {
+    const p = JSON.parse(payload) as { w?: unknown; u?: unknown; c?: unknown };
+    if (typeof p.w !== 'string' || !Array.isArray(p.u) || !Array.isArray(p.c)) return undefined;
+    return { writer: p.w, updated: new Set(p.u.map(String)), created: new Set(p.c.map(String)) };
+  } catch {
+    return undefined;
+  }
 }
 
 /** How long the outcome of a transaction whose COMMIT was cut off is asked for, at most. */

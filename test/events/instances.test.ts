@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Principal } from '../../src/auth/principal.js';
 import { createSession, saveSession } from '../../src/auth/session/sessions.js';
 import type { EventSocket } from '../../src/events/hub.js';
+import { APIKey, hashApiKey } from '../../src/objects/apikey.js';
 import { Group } from '../../src/objects/group.js';
 import { User } from '../../src/objects/user.js';
 import { bootstrap, createApiKey } from '../../src/service/bootstrap.js';
@@ -218,6 +219,38 @@ describe.each(backends())('event streams across instances on %s', (backend) => {
       } finally {
         await c.app.close();
         await c.db.close();
+      }
+    });
+
+  // LISTEN/NOTIFY across instances exists only on PostgreSQL: registered for it alone.
+  if (backend === 'postgres')
+    it("a key deleted through one instance is refused by the other at once, not at its cache's end", async () => {
+      // What A hears of B's writes: the kinds each updated or deleted, and created.
+      const heard: { updated?: ReadonlySet<string>; created?: ReadonlySet<string> }[] = [];
+      const listener = (updated?: ReadonlySet<string>, created?: ReadonlySet<string>) =>
+        heard.push({ updated, created });
+      a.store.commits.on('remote', listener);
+      const until = async (what: (h: (typeof heard)[number]) => boolean) => {
+        const end = Date.now() + 5000;
+        while (!heard.some(what) && Date.now() < end) await new Promise((r) => setTimeout(r, 10));
+        expect(heard.some(what)).toBe(true);
+      };
+      try {
+        const { obj: user } = await a.store.create(User, {});
+        const k = await createApiKey(a.store, ['user'], user.id, 'short-lived');
+        const me = () => fetch(`${a.url}/users/me`, { headers: { authorization: `Bearer ${k}` } });
+        expect((await me()).status).toBe(200); // validated and cached on A
+        // B's creation is announced as a creation only: nothing for A's key cache to drop.
+        await b.store.create(Group, { Name: 'unrelated-creation' });
+        await until((h) => h.created?.has('Group') === true && h.updated?.size === 0);
+        const stored = await b.store.findByKey(APIKey, 'KeyHash', hashApiKey(k));
+        expect(stored).toBeDefined();
+        await b.store.delete(APIKey, (stored as { id: string }).id, '*');
+        // B's delete is announced as such; A's cache drops the key as it hears it.
+        await until((h) => h.updated?.has('APIKey') === true);
+        expect((await me()).status).toBe(401);
+      } finally {
+        a.store.commits.off('remote', listener);
       }
     });
 
