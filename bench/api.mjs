@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // API benchmark of `gatehouse serve` on SQLite and on PostgreSQL (issue 2, "How we will check").
 // Usage: node bench/api.mjs [--quick] [--help]; see HELP below and docs/benchmarks.md.
-// One file of ~500 lines on purpose: a benchmark reads top to bottom (scenarios, runs, report);
+// One file of ~550 lines on purpose: a benchmark reads top to bottom (scenarios, runs, report);
 // what other benchmarks share lives in bench/lib/.
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';

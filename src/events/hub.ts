@@ -1,3 +1,6 @@
+// Why ~440 lines: the hub is where every cause that ends or changes a stream meets its connections
+// (change-log fan-out, credential and tenant watches, session signals between instances and their
+// re-check after a LISTEN reconnect, keep-alive, shutdown); each part needs the connection set.
 import { randomUUID } from 'node:crypto';
 import type { FastifyRequest } from 'fastify';
 import { sql } from 'kysely';

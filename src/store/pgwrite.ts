@@ -12,8 +12,10 @@ import { databaseUnavailable } from './unavailable.js';
  *   (`FOR UPDATE` on the object written, `FOR KEY SHARE` on objects it references), so two
  *   writers of the same object queue on that row only, and a conditional write sees the ETag
  *   the other one committed.
- * - The change rows of a transaction are kept in memory and appended by one statement just
- *   before COMMIT. That statement first takes ORDER_LOCK (a transaction-level advisory lock,
+ * - BEGIN is sent before a write's first statement only (pgWrite). The change rows of a
+ *   transaction, and the object rows it inserts or updates, are kept in memory and written by
+ *   one statement just before COMMIT (a creation with nothing to check is that statement alone,
+ *   committing by itself). That statement first takes ORDER_LOCK (a transaction-level advisory lock,
  *   released by COMMIT itself): sequence numbers are drawn under it, so they commit in the order
  *   they are drawn, and a reader that sees sequence number n has already seen every one below n.
  *   The lock is held for one statement and the COMMIT, not for the transaction.
