@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // API benchmark of `gatehouse serve` on SQLite and on PostgreSQL (issue 2, "How we will check").
 // Usage: node bench/api.mjs [--quick] [--help]; see HELP below and docs/benchmarks.md.
-// One file of ~500 lines on purpose: a benchmark reads top to bottom (scenarios, runs, report);
+// One file of ~550 lines on purpose: a benchmark reads top to bottom (scenarios, runs, report);
 // what other benchmarks share lives in bench/lib/.
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { startBareFastify } from './lib/bare.mjs';
 import { detectTool, runLoad, running, wrkVersion } from './lib/load.mjs';
 import { machineInfo } from './lib/machine.mjs';
 import { createTempDatabase } from './lib/postgres.mjs';
@@ -206,6 +207,22 @@ async function loadScenario(server, label, req, connections) {
   return result;
 }
 
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+
+/** Alternating short runs of `a` and `b` (3 rounds); each round's a ÷ b. */
+async function pairedRounds(a, b, label) {
+  const seconds = Math.max(1, Math.round(settings.durationS / 3));
+  const base = { tool: settings.tool, connections: settings.getConnections, threads: settings.wrkThreads };
+  const rounds = [];
+  for (let i = 0; i < 3; i++) {
+    const ra = await runLoad({ ...base, ...a, durationS: seconds });
+    const rb = await runLoad({ ...base, ...b, durationS: seconds });
+    rounds.push({ a: ra.rps, b: rb.rps, ratio: Math.round((ra.rps / rb.rps) * 100) / 100 });
+    log(`${label}: round ${i + 1}: ${fmt(ra.rps)} vs ${fmt(rb.rps)} req/s (${rounds[i].ratio})`);
+  }
+  return rounds;
+}
+
 /**
  * The number of objects once writes have stopped: requests the load generator sent just before it
  * closed its connections may still be committing, so count until two counts agree.
@@ -257,6 +274,26 @@ async function benchBackend(name) {
       { url: `${server.url}/users/${userId}`, headers: auth },
       settings.getConnections,
     );
+    // The reference: a bare Fastify route serving the same body (issue 24), in rounds that
+    // alternate with GET itself, so that a machine shared with others loads both alike; the ratio
+    // is the median of the rounds' ratios.
+    const bare = await startBareFastify(ROOT, template);
+    try {
+      out.bare = await loadScenario(
+        bare,
+        `${title} bare Fastify GET (reference)`,
+        { url: `${bare.url}/users/${userId}` },
+        settings.getConnections,
+      );
+      out.getVsBareRounds = await pairedRounds(
+        { url: `${server.url}/users/${userId}`, headers: auth },
+        { url: `${bare.url}/users/${userId}` },
+        `${title} GET vs bare Fastify`,
+      );
+    } finally {
+      await bare.stop();
+    }
+    out.getVsBare = median(out.getVsBareRounds.map((r) => r.ratio));
     out.post = await loadScenario(
       server,
       `${title} POST /users`,
@@ -416,6 +453,18 @@ async function main() {
       values: values((b) => b.get.latencyMs.p99),
     },
     { scenario: '', metric: 'server CPU', unit: '%', values: values((b) => b.get.serverCpuPct) },
+    {
+      scenario: 'bare Fastify, same body (reference)',
+      metric: 'requests/s',
+      values: values((b) => b.bare.rps),
+    },
+    {
+      scenario: '',
+      metric: 'GET /users/:id ÷ bare Fastify (median of 3 alternating rounds)',
+      digits: 2,
+      values: values((b) => b.getVsBare),
+      target: { text: '>= 0.5 (issue 24)', ok: (v) => v >= 0.5 },
+    },
     {
       scenario: 'POST /users {}',
       metric: 'requests/s',

@@ -39,7 +39,9 @@ const KEY = /^gv[A-Za-z0-9]{54}$/;
  * Starts `node dist/cli/main.js serve` on a new database and a free loopback port, reads the
  * admin API key printed on first start (third line of stdout, indented), and waits until
  * GET /healthz answers. `nodeArgs` go before the script (e.g. a preload), `env` is added to
- * this process's. Returns { url, key, pid, stderr(), stop() }.
+ * this process's. With `firstStart: false` (a further instance on a database another instance
+ * set up) no key is printed and none is waited for: `key` is undefined.
+ * Returns { url, key, pid, stderr(), stop() }.
  */
 export async function startServer({
   root,
@@ -48,6 +50,7 @@ export async function startServer({
   timeoutMs = 30_000,
   nodeArgs = [],
   env = {},
+  firstStart = true,
 }) {
   const port = await freePort();
   const listen = `127.0.0.1:${port}`;
@@ -108,7 +111,7 @@ export async function startServer({
 
   const deadline = Date.now() + timeoutMs;
   let key;
-  while (!key) {
+  while (firstStart && !key) {
     if (exited) await fail(`the server exited early (${JSON.stringify(exited)})`);
     if (Date.now() > deadline) await fail('timed out waiting for the admin key on stdout');
     const lines = out.split('\n');

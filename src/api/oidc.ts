@@ -264,7 +264,8 @@ export async function registerOidcRoutes(app: FastifyInstance, ctx: ServiceConte
       .send(JSON.stringify({ ClientID: id, ClientSecret: secret }));
   });
 
-  // Admin: a new signing key signs from now on; the old ones stay published until their tokens expire.
+  // Admin: a new signing key, published at once by this instance and within a minute by the others,
+  // signs once every instance publishes it (PUBLISH_LEAD_MS); the old ones stay published until their tokens expire.
   app.post(`${OIDC_PREFIX}/keys/rotate`, async (req, reply) => {
     await enforce(ctx, principalOf(req), 'OIDC.rotate-keys', { kind: 'Policy', id: '' });
     const kid = await addSigningKey(ctx);

@@ -35,7 +35,10 @@ export class KeyCache {
     store.commits.on('commit', (altered?: ReadonlySet<string>) => {
       if (!altered || altered.has(APIKey.kind) || altered.has(User.kind)) clear();
     });
-    store.commits.on('remote', clear);
+    // Another instance's write: the same rule, when its notice names the kinds it updated or deleted.
+    store.commits.on('remote', (updated?: ReadonlySet<string>) => {
+      if (!updated || updated.has(APIKey.kind) || updated.has(User.kind)) clear();
+    });
   }
 
   get(hash: string, now: number): CachedKey | undefined {

@@ -1,3 +1,4 @@
+import { type RawBuilder, sql } from 'kysely';
 import { ApiError } from '../core/errors.js';
 import type { ServiceContext } from '../store/context.js';
 import { authDb } from './session/db.js';
@@ -5,7 +6,7 @@ import { authDb } from './session/db.js';
 /**
  * Brute-force regulation for password, PIN and code attempts (docs/signin.md, "Regulation").
  * Counters live in the database, so every instance sees the same numbers. An attempt is charged
- * BEFORE the secret is checked (compare-and-swap on the counter), so parallel guesses cannot slip
+ * BEFORE the secret is checked (one atomic upsert per counter), so parallel guesses cannot slip
  * past the limit; a correct answer then clears that factor's charge only. Any failure of this
  * store refuses the attempt (fails closed, 503).
  *
@@ -94,45 +95,68 @@ async function guarded<T>(fn: () => Promise<T>): Promise<T> {
   }
 }
 
-/** Refuses (429) when any counter is in its back-off; otherwise counts one more attempt on each. */
+/**
+ * The delay (ms) after `failures` counted failures, as SQL over an expression for that count: a
+ * CASE over the few counts before the delay reaches its cap (the doubling of delayAfter, spelled
+ * out, so neither backend needs a power function). Built from the policy's numbers only.
+ */
+function delaySql(p: ThrottlePolicy, failures: RawBuilder<number>): RawBuilder<number> {
+  const steps: RawBuilder<unknown>[] = [];
+  for (let f = p.free + 1; delayAfter(f, p) < p.maxMs; f++)
+    steps.push(sql`WHEN ${failures} = ${sql.lit(f)} THEN ${sql.lit(delayAfter(f, p))}`);
+  return sql<number>`(CASE WHEN ${failures} <= ${sql.lit(p.free)} THEN 0 ${sql.join(steps, sql` `)} ELSE ${sql.lit(p.maxMs)} END)`;
+}
+
+/**
+ * Refuses (429) when any counter is in its back-off; otherwise counts one more attempt on each.
+ * Each counter is charged by one statement (an upsert that counts only while the counter is out
+ * of back-off and sets the next back-off with the count): parallel attempts queue on the row, so
+ * none slips past the limit, and a counter deleted meanwhile (another instance's correct answer)
+ * is simply counted anew.
+ */
 export async function chargeAttempt(ctx: Pick<ServiceContext, 'db'>, charges: Charge[]): Promise<void> {
   await guarded(async () => {
     const db = authDb(ctx);
     const now = Date.now();
+    const rows = await db
+      .selectFrom('auth_throttle')
+      .select(['key', 'next_attempt'])
+      .where(
+        'key',
+        'in',
+        charges.map((c) => c.key),
+      )
+      .execute();
+    const held = new Map(rows.map((r) => [r.key, Number(r.next_attempt)]));
     for (const c of charges) {
-      const row = await db
-        .selectFrom('auth_throttle')
-        .selectAll()
-        .where('key', '=', c.key)
-        .executeTakeFirst();
-      if (row && Number(row.next_attempt) > now) throw tooMany(Number(row.next_attempt));
+      const next = held.get(c.key) ?? 0;
+      if (next > now) throw tooMany(next);
     }
     for (const c of charges) {
-      for (let i = 0; ; i++) {
-        if (i >= 20) throw new Error('throttle counter contended');
-        await db
-          .insertInto('auth_throttle')
-          .values({ key: c.key, failures: 0, next_attempt: 0, last_failure: 0 })
-          .onConflict((oc) => oc.column('key').doNothing())
-          .execute();
+      const t = Date.now();
+      // Typed, so PostgreSQL does not take a millisecond time for a 32-bit integer.
+      const at = sql<number>`CAST(${t} AS bigint)`;
+      const p = c.policy;
+      const counted = sql<number>`(CASE WHEN ${at} - auth_throttle.last_failure > CAST(${p.windowMs} AS bigint) THEN 1 ELSE auth_throttle.failures + 1 END)`;
+      const delay = delaySql(p, counted);
+      const first = delayAfter(1, p);
+      const r = await sql<{ failures: number }>`
+        INSERT INTO auth_throttle (key, failures, next_attempt, last_failure)
+        VALUES (${c.key}, 1, CAST(${first > 0 ? t + first : 0} AS bigint), ${at})
+        ON CONFLICT (key) DO UPDATE SET
+          failures = ${counted},
+          next_attempt = CASE WHEN ${delay} > 0 THEN ${at} + ${delay} ELSE 0 END,
+          last_failure = ${at}
+        WHERE auth_throttle.next_attempt <= ${at}
+        RETURNING failures`.execute(db);
+      if (r.rows.length === 0) {
+        // In back-off since the check above (a parallel attempt was counted first).
         const row = await db
           .selectFrom('auth_throttle')
-          .selectAll()
+          .select('next_attempt')
           .where('key', '=', c.key)
-          .executeTakeFirstOrThrow();
-        const t = Date.now();
-        if (Number(row.next_attempt) > t) throw tooMany(Number(row.next_attempt));
-        const last = Number(row.last_failure);
-        const failures = (t - last > c.policy.windowMs ? 0 : Number(row.failures)) + 1;
-        const delay = delayAfter(failures, c.policy);
-        const r = await db
-          .updateTable('auth_throttle')
-          .set({ failures, next_attempt: delay > 0 ? t + delay : 0, last_failure: t })
-          .where('key', '=', c.key)
-          .where('failures', '=', Number(row.failures))
-          .where('last_failure', '=', last)
           .executeTakeFirst();
-        if (Number(r.numUpdatedRows) === 1) break;
+        throw tooMany(Number(row?.next_attempt ?? t + 1000));
       }
     }
   });

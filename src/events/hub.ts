@@ -1,3 +1,6 @@
+// Why ~440 lines: the hub is where every cause that ends or changes a stream meets its connections
+// (change-log fan-out, credential and tenant watches, session signals between instances and their
+// re-check after a LISTEN reconnect, keep-alive, shutdown); each part needs the connection set.
 import { randomUUID } from 'node:crypto';
 import type { FastifyRequest } from 'fastify';
 import { sql } from 'kysely';
@@ -80,8 +83,45 @@ export class EventHub implements ConnectionHub {
       { pollIntervalMs: this.options.pollIntervalMs, batchSize: 1000 },
       (payload) => this.applySignal(payload),
       () => this.resync(),
+      () => this.recheckSessionStreams(),
     );
     sessionEvents.on('change', this.onLocalSession);
+    // Every instance listens from the start, not from its first subscriber: another instance's
+    // commits and signals drop this one's caches (validated API keys) at once.
+    this.startTailer();
+  }
+
+  private tailerRetry: NodeJS.Timeout | undefined;
+
+  /** Starts the change-log tailer, trying again every second while the database cannot answer. */
+  private startTailer() {
+    this.tailer.start().catch((err: unknown) => {
+      if (this.closed) return;
+      this.logger.warn({ err }, 'event stream: cannot start reading the change log; trying again');
+      this.tailerRetry = setTimeout(() => this.startTailer(), 1000);
+      this.tailerRetry.unref();
+    });
+  }
+
+  /**
+   * After the LISTEN connection came back: session ends and level changes signalled by other
+   * instances meanwhile were missed, so every session-authenticated stream is checked against
+   * the sessions table, as a signal would have had it checked.
+   */
+  private recheckSessionStreams() {
+    const sessions = new Set<string>();
+    for (const c of this.connections)
+      if (c.principal.via === 'session' && c.principal.sessionId) sessions.add(c.principal.sessionId);
+    if (sessions.size === 0) return;
+    this.sessionQueue = this.sessionQueue
+      .then(async () => {
+        for (const sessionId of sessions) {
+          if (this.closed) return;
+          const conn = [...this.connections].find((c) => c.principal.sessionId === sessionId);
+          if (conn) await this.checkSessions({ sessionId, userId: conn.principal.userId, deleted: false });
+        }
+      })
+      .catch((err) => this.logger.warn({ err }, 'event stream: checking sessions after a reconnect failed'));
   }
 
   /**
@@ -390,6 +430,7 @@ export class EventHub implements ConnectionHub {
   async close() {
     this.closed = true;
     sessionEvents.off('change', this.onLocalSession);
+    clearTimeout(this.tailerRetry);
     clearInterval(this.pingTimer);
     this.pingTimer = undefined;
     for (const conn of [...this.connections]) conn.terminate();

@@ -2,6 +2,10 @@ import pg from 'pg';
 import type { Logger } from 'pino';
 import { prunedThrough } from '../store/changelog.js';
 import { CHANGES_CHANNEL, type Change, type ObjectStore } from '../store/objects.js';
+import { readChangeNotice } from '../store/pgwrite.js';
+
+/** While nobody listens, how often at most the position follows the log (one query each time). */
+const IDLE_FOLLOW_MS = 1000;
 
 /** NOTIFY channel for stream signals between instances (src/events/hub.ts: sessionIntegrityChanged...). */
 export const SIGNALS_CHANNEL = 'gatehouse_event_signals';
@@ -50,16 +54,28 @@ export class ChangeTailer {
      * whoever relied on seeing every change must start again from a snapshot.
      */
     private readonly onGap: () => void = () => {},
+    /**
+     * The LISTEN connection is back after it was lost (or first came up late): signals NOTIFYed
+     * meanwhile were missed, and unlike changes they are in no log to read again.
+     */
+    private readonly onRelisten: () => void = () => {},
   ) {}
 
-  /** Idempotent; resolves once the position is known and wake-ups are wired. */
+  /** Idempotent; resolves once the position is known and wake-ups are wired. A failed start is tried again by the next call. */
   start(): Promise<void> {
-    this.started ??= this.init();
+    this.started ??= this.init().catch((err: unknown) => {
+      this.started = undefined;
+      throw err;
+    });
     return this.started;
   }
 
+  private listenedBefore = false;
+
   private async init() {
-    this.position = await this.store.lastSeq();
+    const position = await this.store.lastSeq();
+    if (this.closed) return;
+    this.position = position;
     this.store.commits.on('commit', this.wake);
     this.pollTimer = setInterval(this.poll, this.options.pollIntervalMs);
     this.pollTimer.unref();
@@ -115,16 +131,36 @@ export class ChangeTailer {
     void this.drain();
   };
 
+  private idleFollowedAt = 0;
+  /** The position was left behind while idle (IDLE_FOLLOW_MS). */
+  private idleBehind = false;
+  private idleTimer: NodeJS.Timeout | undefined;
+
   private async drain() {
     this.reading = true;
     try {
       do {
         this.again = false;
         if (this.idle()) {
+          // With nobody listening the position only follows the log, at most once per
+          // IDLE_FOLLOW_MS: not a query per write. A first subscriber may then be offered changes
+          // older than its snapshot, which it drops (src/events/subscription.ts).
+          const wait = this.idleFollowedAt + IDLE_FOLLOW_MS - Date.now();
+          if (wait > 0) {
+            this.idleTimer ??= setTimeout(() => {
+              this.idleTimer = undefined;
+              this.wake();
+            }, wait);
+            this.idleTimer.unref();
+            this.idleBehind = true;
+            continue;
+          }
+          this.idleFollowedAt = Date.now();
           const last = await this.store.lastSeq();
           // Someone may have subscribed during the query: they need the rows, so read them.
           if (this.idle()) {
             this.position = Math.max(this.position, last);
+            this.idleBehind = false;
             continue;
           }
         }
@@ -133,7 +169,11 @@ export class ChangeTailer {
           if (this.closed || batch.length === 0) break;
           // A hole after the position is usually a rolled-back sequence number; it is a loss only
           // when the pruner has been past the position.
-          if ((batch[0] as Change).seq > this.position + 1 && (await this.lostSincePosition())) {
+          // Behind only from an idle spell, no subscriber can have lost anything: each registered
+          // after it and reads from a snapshot newer than any row pruned (older than the retention).
+          const behind = this.idleBehind;
+          this.idleBehind = false;
+          if (!behind && (batch[0] as Change).seq > this.position + 1 && (await this.lostSincePosition())) {
             this.logger.warn(
               { position: this.position, next: (batch[0] as Change).seq },
               'event stream: changes were pruned before they were read; subscribers resync',
@@ -166,8 +206,14 @@ export class ChangeTailer {
     client.on('notification', (msg) => {
       if (msg.channel === SIGNALS_CHANNEL) this.onSignal(msg.payload ?? '');
       else {
-        // Another instance committed: caches of this process (e.g. validated API keys) drop what they hold.
-        this.store.commits.emit('remote');
+        const notice = readChangeNotice(msg.payload ?? '');
+        // This process's own commit: its 'commit' event has woken the readers already, and its
+        // caches follow it; a second wake-up would only cost queries on the write path.
+        if (notice?.writer === this.store.notifyTag) return;
+        // Another instance committed: caches of this process (e.g. validated API keys) drop what
+        // that write can have made stale (the kinds it updated or deleted, and created); all of it
+        // when the notice does not say.
+        this.store.commits.emit('remote', notice?.updated, notice?.created);
         this.wake();
       }
     });
@@ -181,10 +227,15 @@ export class ChangeTailer {
       await client.query(`LISTEN ${CHANGES_CHANNEL}`);
       await client.query(`LISTEN ${SIGNALS_CHANNEL}`);
       this.reconnectDelay = 500;
-      // Notifications sent while not listening are lost: read once to pick up their changes.
+      // Notifications sent while not listening are lost: read once to pick up their changes, and
+      // let the hub check again what only signals tell (sessions ended on other instances).
       this.wake();
+      if (this.listenedBefore) this.onRelisten();
+      this.listenedBefore = true;
     } catch (err) {
       if (!this.closed) this.logger.warn({ err }, 'event stream: cannot LISTEN; polling until it can');
+      // Whoever opened a stream meanwhile missed signals until the LISTEN comes up.
+      this.listenedBefore = true;
       this.relisten(client);
     }
   }
@@ -206,6 +257,7 @@ export class ChangeTailer {
     this.closed = true;
     this.store.commits.off('commit', this.wake);
     clearInterval(this.pollTimer);
+    clearTimeout(this.idleTimer);
     clearTimeout(this.reconnectTimer);
     const l = this.listener;
     this.listener = undefined;

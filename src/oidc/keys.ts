@@ -12,7 +12,19 @@ export interface KeyTimes {
   rotateAfterMs: number;
   /** A replaced key stays published this long (the longest life of a token it signed). */
   publishAfterMs: number;
+  /**
+   * A new key is published this long before it signs (PUBLISH_LEAD_MS by default): long enough
+   * for every instance sharing the database to have loaded it, so a relying party fetching the
+   * JWKS through any of them can verify what the new key signs.
+   */
+  leadMs?: number;
 }
+
+/**
+ * Instances look for new keys at least once a minute (KEYS_RECHECK_MS in provider.ts); twice that
+ * also covers clocks of instances that differ by up to a minute.
+ */
+export const PUBLISH_LEAD_MS = 120_000;
 
 /**
  * The key-encryption key: server.oidckey when set (kept out of the database, so a copy of the
@@ -49,7 +61,7 @@ export function unseal(key: Buffer, kid: string, box: string): string {
   return Buffer.concat([d.update(Buffer.from(ct, 'base64url')), d.final()]).toString('utf8');
 }
 
-/** Creates a new signing key; from now on it is the newest, so it signs. */
+/** Creates a new signing key: published at once, signing once PUBLISH_LEAD_MS has passed (loadKeySet). */
 export async function addSigningKey(ctx: Pick<ServiceContext, 'db' | 'config'>): Promise<string> {
   const { privateKey } = await generateKeyPair(SIGNING_ALG, { modulusLength: 2048, extractable: true });
   const jwk = await exportJWK(privateKey);
@@ -72,12 +84,16 @@ export interface KeySet {
   keys: JWK[];
   /** Changes whenever the set changes (the provider is rebuilt then). */
   version: string;
+  /** When a waiting key begins to sign (epoch ms): the set must be loaded again by then. */
+  nextChange?: number;
 }
 
 /**
- * The published keys. The newest key signs; each older key was replaced when its successor was
- * created (retire_time) and is published until publishAfterMs after that, then deleted. When the
- * newest key is older than rotateAfterMs (or there is none), a new one is created first. Several
+ * The published keys. A key signs from `leadMs` after its creation (the first key ever from its
+ * creation, as nothing else could sign): until then it is published only. The newest key that
+ * signs is the signing key; each older key was replaced when its successor began to sign
+ * (retire_time) and is published until publishAfterMs after that, then deleted. When the newest
+ * key is older than rotateAfterMs (or there is none), a new one is created first. Several
  * instances may do so at once: the newest wins and the other stays published for its window, so
  * nothing it signed in between fails to verify.
  */
@@ -95,20 +111,43 @@ export async function loadKeySet(
     await addSigningKey(ctx);
     rows = await read();
   }
-  // An older key retires when the next newer one was created.
+  const lead = times.leadMs ?? PUBLISH_LEAD_MS;
+  const signsFrom = (i: number) => {
+    const row = rows[i];
+    if (!row) return undefined;
+    return i === rows.length - 1 ? Number(row.create_time) : Number(row.create_time) + lead;
+  };
+  // Newest first: keys still waiting to sign, then the signing key, then replaced ones. An older
+  // key retires when the next newer one begins to sign.
+  const waiting: typeof rows = [];
   const live: typeof rows = [];
   for (let i = 0; i < rows.length; i++) {
     const row = rows[i];
     if (!row) continue;
-    const successor = rows[i - 1];
-    const retired = successor ? Number(successor.create_time) : undefined;
-    if (retired !== undefined && row.retire_time === null) {
-      await db.updateTable('oidc_keys').set({ retire_time: retired }).where('kid', '=', row.kid).execute();
+    if ((signsFrom(i) as number) > now) {
+      waiting.push(row);
+      continue;
     }
-    if (retired === undefined || now - retired < times.publishAfterMs) live.push(row);
+    const retired = i > 0 ? signsFrom(i - 1) : undefined;
+    if (retired === undefined || retired > now) {
+      live.push(row); // the signing key
+      continue;
+    }
+    if (row.retire_time === null || Number(row.retire_time) !== retired)
+      await db.updateTable('oidc_keys').set({ retire_time: retired }).where('kid', '=', row.kid).execute();
+    if (now - retired < times.publishAfterMs) live.push(row);
     else await db.deleteFrom('oidc_keys').where('kid', '=', row.kid).execute();
   }
+  // The signing key first: the provider signs with the first key of the algorithm it holds.
+  const ordered = [...live.slice(0, 1), ...waiting, ...live.slice(1)];
   const key = await kek(ctx);
-  const keys = live.map((r) => JSON.parse(unseal(key, r.kid, r.sealed)) as JWK);
-  return { keys, version: live.map((r) => r.kid).join(',') };
+  const keys = ordered.map((r) => JSON.parse(unseal(key, r.kid, r.sealed)) as JWK);
+  return {
+    keys,
+    version: ordered.map((r) => r.kid).join(','),
+    nextChange:
+      waiting.length > 0
+        ? (signsFrom(rows.indexOf(waiting[waiting.length - 1] as (typeof rows)[number])) as number)
+        : undefined,
+  };
 }

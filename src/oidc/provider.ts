@@ -222,6 +222,8 @@ interface Holder {
   provider: Promise<Provider>;
   version: string;
   checked: number;
+  /** A published key begins to sign then: the keys are loaded again from that moment. */
+  nextChange?: number;
 }
 const holders = new WeakMap<object, Holder>();
 
@@ -285,14 +287,21 @@ export async function providerOf(
 ): Promise<Provider> {
   const now = Date.now();
   let h = holders.get(ctx.db);
-  if (h && !force && now - h.checked < KEYS_RECHECK_MS) return h.provider;
+  if (
+    h &&
+    !force &&
+    now - h.checked < KEYS_RECHECK_MS &&
+    !(h.nextChange !== undefined && now >= h.nextChange)
+  )
+    return h.provider;
   const set = await loadKeySet(ctx, KEY_TIMES);
   if (h && h.version === set.version) {
     h.checked = now;
+    h.nextChange = set.nextChange;
     return h.provider;
   }
   const provider = build(ctx, pages, set.keys);
-  h = { provider, version: set.version, checked: now };
+  h = { provider, version: set.version, checked: now, nextChange: set.nextChange };
   holders.set(ctx.db, h);
   provider.catch(() => holders.delete(ctx.db));
   return provider;

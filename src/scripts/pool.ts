@@ -6,9 +6,16 @@ import { type SandboxJob, type SandboxResult, sandboxWorker } from './worker.js'
 /*
  * Scripts run in worker threads, never on the service's event loop: a script that spins until its
  * time limit occupies one worker, while the service goes on answering other requests. Each worker
- * runs one job at a time; jobs wait in a bounded queue. Every wait has a bound: a job's queue wait
- * (QUEUE_WAIT_MS) and its run (its time limit + WATCHDOG_GRACE_MS, after which the worker is
- * terminated and replaced). A job that cannot run answers as a limit hit ('queue' or 'time').
+ * runs one job at a time; jobs wait in a bounded queue. Every wait has a bound, each its own:
+ * - the wait for a free worker (QUEUE_WAIT_MS): then the limit 'queue';
+ * - the script's own running time, its time limit, counted in CPU time by the worker (worker.ts),
+ *   so a busy host's wait for a CPU never counts as the script's: then the limit 'time';
+ * - the run's wall-clock time (wallTimeFor: many times the time limit), for a host so busy that
+ *   the script cannot get its time: then the limit 'busy';
+ * - the worker's answer (the wall bound + WATCHDOG_GRACE_MS): a worker stuck in one native call
+ *   is terminated and replaced: then 'time'.
+ * 'queue' and 'busy' are the host's doing, not the script's: the sign-in hook answers them with
+ * 503 (try again), never with its fail-safe deny (runner.ts).
  */
 
 /** How long a job may wait for a free worker before it fails safe. */
@@ -20,10 +27,20 @@ export const QUEUE_WAIT_MS = 2000;
 export const COLD_START_WAIT_MS = 15_000;
 /** Jobs waiting at most; more fail at once (limit 'queue'). */
 export const QUEUE_MAX = 1000;
-/** Beyond a job's time limit, how long the worker may take to answer before it is terminated. */
+/** Beyond a run's wall-clock bound, how long the worker may take to answer before it is terminated. */
 export const WATCHDOG_GRACE_MS = 1000;
 
-export type Job = Omit<SandboxJob, 'id'>;
+/**
+ * The wall-clock bound of a run with this time limit: ten times the limit and two seconds more.
+ * The workers run at nice 5; beside busy processes at nice 0 a thread gets about a quarter of a
+ * core, so a script needs up to four times its CPU time in wall time before it reaches its limit.
+ */
+export const wallTimeFor = (timeMs: number) => timeMs * 10 + 2000;
+
+/** Limits the host's load made a run hit (as opposed to the script's own). */
+export const HOST_LIMITS: readonly string[] = ['queue', 'busy'];
+
+export type Job = Omit<SandboxJob, 'id' | 'wallMs'>;
 
 interface Pending {
   job: SandboxJob;
@@ -64,7 +81,7 @@ export class SandboxPool {
   run(job: Job): Promise<SandboxResult> {
     const id = this.nextId++;
     return new Promise((resolve) => {
-      const p: Pending = { job: { ...job, id }, resolve, queued: undefined };
+      const p: Pending = { job: { ...job, id, wallMs: wallTimeFor(job.timeMs) }, resolve, queued: undefined };
       const free = this.slots.find((s) => s.ready && !s.current);
       if (free) return this.start(free, p);
       if (this.queue.length >= QUEUE_MAX)
@@ -155,7 +172,7 @@ export class SandboxPool {
       this.restarts++;
       if (w) void w.terminate();
       this.spawn(slot);
-    }, p.job.timeMs + WATCHDOG_GRACE_MS);
+    }, p.job.wallMs + WATCHDOG_GRACE_MS);
     slot.watchdog.unref();
     slot.worker?.postMessage(p.job);
     this.holdOpen();

@@ -1,3 +1,4 @@
+import { ApiError } from '../core/errors.js';
 import { Group } from '../objects/group.js';
 import { Membership } from '../objects/membership.js';
 import { type HookName, Script, scriptWrites } from '../objects/script.js';
@@ -10,7 +11,7 @@ import { iterateQuery, iterateWhere } from '../store/find.js';
 import type { RawListQuery } from '../store/listquery.js';
 import type { ObjectStore } from '../store/objects.js';
 import { type LogEntry, recordRun } from './logs.js';
-import { sandboxPool } from './pool.js';
+import { HOST_LIMITS, sandboxPool } from './pool.js';
 import { redactInput } from './redact.js';
 import type { SandboxResult } from './worker.js';
 
@@ -109,7 +110,9 @@ async function loaded(ctx: ServiceContext): Promise<Cached> {
       seen = scriptWrites.count;
     };
     ctx.store.commits.on('commit', drop);
-    ctx.store.commits.on('remote', () => drop());
+    ctx.store.commits.on('remote', (updated?: ReadonlySet<string>, created?: ReadonlySet<string>) =>
+      drop(updated && created ? new Set([...updated, ...created]) : undefined),
+    );
   }
   const v = c.value;
   if (v && v.writes === scriptWrites.count && Date.now() - v.at < CACHE_MS) return v;
@@ -176,6 +179,17 @@ export async function runHook<I>(
   for (const script of scripts) {
     const started = Date.now();
     const outcome = await runSource(String(script.Source ?? ''), current, data, limits);
+    if (hook === 'sign-in' && outcome.raw.limits.some((l) => HOST_LIMITS.includes(l))) {
+      // The host was too busy to run the script (no worker in time, or no CPU for it): that says
+      // nothing about the person signing in, so it is no reason to deny. Try again later (503).
+      recordRun(
+        ctx,
+        entryOf(script, hook, started, current, outcome, 'not decided: the service was busy (503)'),
+      );
+      throw new ApiError('Unavailable', 'the sign-in rules cannot be run right now; try again shortly', {
+        headers: { 'Retry-After': '2' },
+      });
+    }
     const { next, applied, stop } = step(current, outcome, script);
     recordRun(ctx, entryOf(script, hook, started, current, outcome, applied));
     current = next;

@@ -20,7 +20,13 @@ export interface SandboxJob {
   input: string;
   /** JSON text of what the host API gives: {user, groups, tenant}. */
   data: string;
+  /** The script's own running time allowed: time on a CPU, not waiting for one. */
   timeMs: number;
+  /**
+   * Wall-clock bound of the run, for a host too busy to give the script its time: stopped then
+   * with the limit 'busy' (not the script's fault) rather than 'time'.
+   */
+  wallMs: number;
   memoryBytes: number;
   stackBytes: number;
   outputBytes: number;
@@ -53,6 +59,28 @@ export function sandboxWorker(): void {
   } catch {
     // not permitted here: the worker runs at the process's priority
   }
+  // This thread's time on a CPU (Linux schedstat: nanoseconds run, then nanoseconds waited on a
+  // run queue), so a script's time limit counts its own running, not the waits of a busy host
+  // for a CPU. The file is opened once, by this thread, so it names this thread. Where there is
+  // none, the time limit falls back to the wall clock.
+  const fs = require('node:fs') as typeof import('node:fs');
+  let schedFd: number | undefined;
+  try {
+    schedFd = fs.openSync('/proc/thread-self/schedstat', 'r');
+  } catch {
+    schedFd = undefined;
+  }
+  const schedBuf = Buffer.alloc(128);
+  const cpuMs = (): number | undefined => {
+    if (schedFd === undefined) return undefined;
+    try {
+      const n = fs.readSync(schedFd, schedBuf, 0, schedBuf.length, 0);
+      const ns = Number(schedBuf.toString('latin1', 0, n).split(' ')[0]);
+      return Number.isFinite(ns) ? ns / 1e6 : undefined;
+    } catch {
+      return undefined;
+    }
+  };
 
   // The prelude runs first in every fresh context: it keeps its own references to JSON and the
   // host's log function, builds `console` and `gatehouse`, and returns the control function the
@@ -166,11 +194,29 @@ export function sandboxWorker(): void {
     runtime.setMemoryLimit(job.memoryBytes);
     runtime.setMaxStackSize(job.stackBytes);
     // The clock starts when the script's own code starts (below), not during the host's set-up.
-    let deadline = Number.POSITIVE_INFINITY;
+    // The time limit counts this thread's CPU time (read at most once a millisecond); the wall
+    // clock only bounds a run that a busy host cannot give its time ('busy').
+    let started = false;
+    let cpuStart = 0;
+    let wallStart = 0;
+    let lastCheck = 0;
     let timedOut = false;
+    let starved = false;
+    const begin = () => {
+      started = true;
+      wallStart = Date.now();
+      cpuStart = cpuMs() ?? wallStart;
+    };
     runtime.setInterruptHandler(() => {
-      if (Date.now() > deadline) timedOut = true;
-      return timedOut;
+      if (!started || timedOut || starved) return timedOut || starved;
+      const now = Date.now();
+      if (now === lastCheck) return false;
+      lastCheck = now;
+      const cpu = cpuMs();
+      const used = cpu === undefined ? now - wallStart : cpu - cpuStart;
+      if (used > job.timeMs) timedOut = true;
+      else if (now - wallStart > job.wallMs) starved = true;
+      return timedOut || starved;
     });
     const { vm, control } = p;
     const state: RunState = { out, outputBytes: job.outputBytes, outputUsed: 0, outputHit: false };
@@ -181,6 +227,7 @@ export function sandboxWorker(): void {
       return h;
     };
     const limitFor = (name: string, text: string) => {
+      if (starved) return 'busy';
       if (timedOut || text.endsWith('interrupted')) return 'time';
       if (state.outputHit) return 'output';
       if (text.includes('stack overflow')) return 'stack';
@@ -193,7 +240,10 @@ export function sandboxWorker(): void {
       const limit = limitFor(name, text);
       if (limit) {
         out.limits.push(limit);
-        out.error = `${limit} limit exceeded`;
+        out.error =
+          limit === 'busy'
+            ? 'stopped before its time limit: the host was too busy to run it'
+            : `${limit} limit exceeded`;
       } else out.error = text.slice(0, 2048);
       return name;
     };
@@ -209,7 +259,7 @@ export function sandboxWorker(): void {
         return out;
       }
       set.value.dispose();
-      deadline = Date.now() + job.timeMs;
+      begin();
       if (job.checkCompile) {
         const compiled = vm.evalCode(job.source, 'script.js', { compileOnly: true });
         if (compiled.error) {
@@ -281,6 +331,7 @@ export function sandboxWorker(): void {
           input: '{"a":[1,"x"]}',
           data: '{"user":{},"groups":[],"tenant":{}}',
           timeMs: 1000,
+          wallMs: 60_000,
           memoryBytes: 16 << 20,
           stackBytes: 256 << 10,
           outputBytes: 65536,

@@ -44,7 +44,8 @@ export async function pruneBatch(db: Db, before: number, batch = PRUNE_BATCH): P
       .limit(batch)
       .execute();
     // The oldest rows in sequence order, up to the first one young enough to keep. Sequence and
-    // time go up together (writers are serialized), so this is the old end of the log.
+    // time go up together but for the time a concurrent write takes between reading the clock and
+    // drawing its sequence number (milliseconds): a row left behind by that waits for the next run.
     let upTo = 0;
     let n = 0;
     for (const row of oldest) {

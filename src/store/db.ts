@@ -144,7 +144,8 @@ export function openDb(
       // A statement left unanswered (a network cut) fails after this, and its connection with it.
       query_timeout: opts.queryTimeoutMs ?? QUERY_TIMEOUT_MS,
       // The server's side of the same cut: a backend whose client went silent inside a transaction
-      // would keep the store's write lock until TCP gave up on it (hours); it ends the session.
+      // would keep its row locks (and, at COMMIT, the change-log ordering lock) until TCP gave up
+      // on it (hours); it ends the session.
       idle_in_transaction_session_timeout: opts.queryTimeoutMs ?? QUERY_TIMEOUT_MS,
       // Idle connections across a cut are found by TCP keep-alive rather than by the next request.
       keepAlive: true,

@@ -1,9 +1,9 @@
-// Why ~490 lines: ObjectStore's reads and writes share private machinery (the compiled-SQL cache
-// and its synchronous SQLite reader, the write transaction with its PostgreSQL lock, NOTIFY and
-// 'commit' event, the change-log append that gives every write its ETag); splitting reads from
-// writes would make it public across files. The list SQL (listquery.ts) and what a write takes from
-// its type's declaration (typerules.ts) stand apart.
-import { randomBytes, randomInt } from 'node:crypto';
+// Why ~560 lines: ObjectStore's reads and writes share private machinery (the compiled-SQL cache
+// and its synchronous SQLite reader, the write transaction with its row locks and 'commit' event,
+// the change-log append that gives every write its ETag); splitting reads from writes would make
+// it public across files. The list SQL (listquery.ts), what a write takes from its type's
+// declaration (typerules.ts) and how PostgreSQL writers run side by side (pgwrite.ts) stand apart.
+import { randomBytes, randomInt, randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { type Compilable, CompiledQuery, type Kysely, sql, type Transaction } from 'kysely';
 import { ApiError } from '../core/errors.js';
@@ -11,9 +11,11 @@ import { type Doc, normalize } from '../schema/fields.js';
 import type { Actor, ObjectType } from '../schema/type.js';
 import type { Database, Db } from './db.js';
 import { type ListPage, type ListQuery, listObjects } from './listquery.js';
+import { keyTaken, lostRace, type PendingChange, pgWrite, WRITE_ATTEMPTS } from './pgwrite.js';
 import { allWritable, checkRefs, keysOf, prepare, writeKeys } from './typerules.js';
 
 export type { ListPage } from './listquery.js';
+export { CHANGES_CHANNEL } from './pgwrite.js';
 
 export interface StoredObject {
   id: string;
@@ -43,11 +45,6 @@ export function newId(): string {
   return s;
 }
 
-/** Serializes writers on PostgreSQL so change-log sequence numbers commit in order. */
-const WRITE_LOCK = 0x6761_7465;
-/** The PostgreSQL NOTIFY channel announcing committed writes (LISTENed to by the event tailer). */
-export const CHANGES_CHANNEL = 'gatehouse_changes';
-
 type Tx = Transaction<Database>;
 
 /** Does one of the comma-separated ETags in an If-Match / If-None-Match header name `etag`? */
@@ -67,9 +64,14 @@ export class ObjectStore {
   /**
    * Emits 'commit' after every committed write, so in-process readers of the change log wake at
    * once, with the set of kinds whose existing objects it updated or deleted (creations are not in
-   * it); and 'remote' when another instance is known to have committed (src/events/tailer.ts).
+   * it); and 'remote' when another instance is known to have committed (src/events/tailer.ts),
+   * with the kinds it updated or deleted and the kinds it created when its notice says (else none:
+   * drop everything).
    */
   readonly commits = new EventEmitter();
+
+  /** The payload of this store's change notifications (PostgreSQL): its tailer ignores its own. */
+  readonly notifyTag = randomUUID();
 
   constructor(readonly db: Db) {
     this.commits.setMaxListeners(0);
@@ -195,7 +197,7 @@ export class ObjectStore {
       }
       const prepared = await prepare(type, input, undefined, {}, actor);
       prepared.doc.ID = objectId;
-      await checkRefs(tx, type, prepared.doc, undefined);
+      await checkRefs(tx, type, prepared.doc, undefined, this.concurrent);
       const obj = await this.insert(tx, type, objectId, prepared.doc, prepared.secret);
       return { obj, response: prepared.response };
     });
@@ -225,7 +227,7 @@ export class ObjectStore {
       }
       const prepared = await prepare(type, input, current.doc, current.secret, actor);
       prepared.doc.ID = id;
-      await checkRefs(tx, type, prepared.doc, current.doc);
+      await checkRefs(tx, type, prepared.doc, current.doc, this.concurrent);
       const data = JSON.stringify(prepared.doc);
       if (data === current.data && JSON.stringify(prepared.secret) === JSON.stringify(current.secret)) {
         return { obj: current, changed: false };
@@ -360,16 +362,49 @@ export class ObjectStore {
   /** Kinds of the objects a transaction updated or deleted (not created), for the 'commit' event. */
   private readonly altered = new WeakMap<Tx, Set<string>>();
 
+  /** Change-log rows of a transaction, appended just before it commits. */
+  private readonly pending = new WeakMap<Tx, PendingChange[]>();
+
+  /** PostgreSQL: writers run side by side (pgwrite.ts); SQLite has one writer at a time. */
+  private get concurrent() {
+    return this.db.dialect === 'postgres';
+  }
+
+  /**
+   * Runs `fn` in a write transaction. On PostgreSQL `fn` may run more than once (a lost race on a
+   * row lock or a unique key runs it again, see pgwrite.ts): it must do nothing outside `tx`
+   * that a second run would repeat wrongly.
+   */
   private async write<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
+    if (!this.concurrent) return this.writeOnce(fn);
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.writeOnce(fn);
+      } catch (err) {
+        if (!lostRace(err)) throw err;
+        if (attempt >= WRITE_ATTEMPTS) throw (err as { code?: string }).code === '23505' ? keyTaken() : err;
+      }
+    }
+  }
+
+  private async writeOnce<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
     const altered = new Set<string>();
-    const result = await this.k.transaction().execute(async (tx) => {
+    const changes: PendingChange[] = [];
+    const run = async (tx: Tx) => {
       this.altered.set(tx, altered);
-      if (this.db.dialect === 'postgres') await sql`SELECT pg_advisory_xact_lock(${WRITE_LOCK})`.execute(tx);
-      const r = await fn(tx);
-      // Wakes change-log readers in other processes (src/events); delivered only if this commits.
-      if (this.db.dialect === 'postgres') await sql`SELECT pg_notify(${CHANGES_CHANNEL}, '')`.execute(tx);
-      return r;
-    });
+      this.pending.set(tx, changes);
+      return fn(tx);
+    };
+    let result: T;
+    if (this.concurrent) {
+      result = await pgWrite(this.db, this.notifyTag, async (tx) => ({ result: await run(tx), changes }));
+    } else {
+      result = await this.k.transaction().execute(async (tx) => {
+        const r = await run(tx);
+        for (const c of changes) await this.appendChange(tx, c);
+        return r;
+      });
+    }
     this.commits.emit('commit', altered);
     return result;
   }
@@ -380,14 +415,18 @@ export class ObjectStore {
     type: ObjectType,
     id: string,
   ): Promise<(StoredObject & { secret: Doc }) | undefined> {
+    // On PostgreSQL the row is locked until commit: a concurrent writer of the same object waits
+    // here, then reads what this one committed (its ETag check and read-modify-write stay exact).
     const [row] = await this.fixed<StoredRow & { secret: string | null }>(
-      'row',
-      () =>
-        this.k
+      this.concurrent ? 'rowForUpdate' : 'row',
+      () => {
+        const q = this.k
           .selectFrom('objects')
           .select(['id', 'data', 'etag', 'create_time', 'modify_time', 'secret'])
           .where('type', '=', '')
-          .where('id', '=', ''),
+          .where('id', '=', '');
+        return this.concurrent ? q.forUpdate() : q;
+      },
       [type.kind, id],
       tx,
     );
@@ -400,29 +439,49 @@ export class ObjectStore {
     return found;
   }
 
-  /** Appends to the change log; returns the object's new ETag (random, so it reveals nothing). */
-  private async logChange(
+  /**
+   * Records a change for the change log, appended when the transaction ends (write()); returns
+   * the object's new ETag (random, so it reveals nothing).
+   */
+  private logChange(
     tx: Tx,
     type: ObjectType,
     id: string,
     data: string | null,
     now: number,
-  ): Promise<string> {
+    object?: Pick<PendingChange, 'object' | 'createTime' | 'secret'>,
+  ): string {
     const etag = `"${randomBytes(12).toString('base64url')}"`;
+    const pending = this.pending.get(tx);
+    if (!pending) throw new Error('a change outside a write transaction');
+    pending.push({ type: type.kind, id, data, etag, time: now, ...object });
+    return etag;
+  }
+
+  /** SQLite's change-log append: one writer at a time, so sequence numbers commit in order. */
+  private async appendChange(tx: Tx, c: PendingChange) {
     await this.fixed(
       'logChange',
       () => this.k.insertInto('changes').values({ type: '', id: '', data: '', etag: '', time: 0 }),
-      [type.kind, id, data, etag, now],
+      [c.type, c.id, c.data, c.etag, c.time],
       tx,
     );
-    return etag;
   }
 
   private async insert(tx: Tx, type: ObjectType, id: string, doc: Doc, secret: Doc): Promise<StoredObject> {
     const now = Date.now();
     const data = JSON.stringify(doc);
     await writeKeys(tx, type, id, keysOf(type, doc, secret), new Map());
-    const etag = await this.logChange(tx, type, id, data, now);
+    if (this.concurrent) {
+      // Written with the change-log append, just before COMMIT (pgwrite.ts).
+      const etag = this.logChange(tx, type, id, data, now, {
+        object: 'insert',
+        createTime: now,
+        secret: secretText(secret),
+      });
+      return { id, doc, data, etag, createTime: now, modifyTime: now };
+    }
+    const etag = this.logChange(tx, type, id, data, now);
     await this.fixed(
       'insert',
       () =>
@@ -452,7 +511,15 @@ export class ObjectStore {
       keysOf(type, current.doc, current.secret),
     );
     this.altered.get(tx)?.add(type.kind);
-    const etag = await this.logChange(tx, type, current.id, data, now);
+    if (this.concurrent) {
+      // Written with the change-log append, just before COMMIT; the row is locked since row().
+      const etag = this.logChange(tx, type, current.id, data, now, {
+        object: 'replace',
+        secret: secretText(secret),
+      });
+      return { ...current, doc, data, etag, modifyTime: now };
+    }
+    const etag = this.logChange(tx, type, current.id, data, now);
     await this.fixed(
       'replace',
       () =>
@@ -471,7 +538,7 @@ export class ObjectStore {
     await tx.deleteFrom('object_keys').where('type', '=', type.kind).where('id', '=', id).execute();
     await tx.deleteFrom('objects').where('type', '=', type.kind).where('id', '=', id).execute();
     this.altered.get(tx)?.add(type.kind);
-    await this.logChange(tx, type, id, null, Date.now());
+    this.logChange(tx, type, id, null, Date.now());
   }
 }
 

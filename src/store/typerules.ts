@@ -13,8 +13,18 @@ import type { Database } from './db.js';
 
 type Tx = Transaction<Database>;
 
-/** Reference fields must name existing objects; unchanged values are not re-checked. */
-export async function checkRefs(tx: Tx, type: ObjectType, doc: Doc, previous: Doc | undefined) {
+/**
+ * Reference fields must name existing objects; unchanged values are not re-checked. With
+ * `lockRows` (PostgreSQL, where writers run concurrently) each named object is read FOR KEY SHARE,
+ * so a concurrent delete of it waits for this transaction instead of leaving a dangling reference.
+ */
+export async function checkRefs(
+  tx: Tx,
+  type: ObjectType,
+  doc: Doc,
+  previous: Doc | undefined,
+  lockRows = false,
+) {
   for (const [name, field] of Object.entries(type.fields)) {
     if ((field.kind !== 'string' && field.kind !== 'strings') || !field.ref) continue;
     const value = doc[name];
@@ -25,12 +35,8 @@ export async function checkRefs(tx: Tx, type: ObjectType, doc: Doc, previous: Do
     const old = new Set(Array.isArray(before) ? before : [before]);
     for (const id of ids) {
       if (old.has(id)) continue;
-      const found = await tx
-        .selectFrom('objects')
-        .select('id')
-        .where('type', '=', field.ref)
-        .where('id', '=', id)
-        .executeTakeFirst();
+      const q = tx.selectFrom('objects').select('id').where('type', '=', field.ref).where('id', '=', id);
+      const found = await (lockRows ? q.forKeyShare() : q).executeTakeFirst();
       if (!found)
         throw new ApiError('InvalidField', `${name}: ${field.ref} ${id} does not exist`, { field: name });
     }

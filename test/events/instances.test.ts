@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Principal } from '../../src/auth/principal.js';
 import { createSession, saveSession } from '../../src/auth/session/sessions.js';
 import type { EventSocket } from '../../src/events/hub.js';
+import { APIKey, hashApiKey } from '../../src/objects/apikey.js';
 import { Group } from '../../src/objects/group.js';
 import { User } from '../../src/objects/user.js';
 import { bootstrap, createApiKey } from '../../src/service/bootstrap.js';
@@ -163,6 +164,94 @@ describe.each(backends())('event streams across instances on %s', (backend) => {
       while (!sock.closedWith && Date.now() < end) await new Promise((r) => setTimeout(r, 10));
       expect(sock.closedWith?.code).toBe(1000);
       expect(JSON.parse(sock.sent[0] ?? '{}')).toMatchObject({ StatusCode: 100 });
+    });
+
+  // LISTEN/NOTIFY across instances exists only on PostgreSQL: registered for it alone.
+  if (backend === 'postgres')
+    it('a session ended while the LISTEN connection was down closes its stream once it listens again', async () => {
+      const { obj: user } = await a.store.create(User, {});
+      const { session } = await createSession(a, { deviceId: 'device-z', userId: user.id });
+      const principal: Principal = {
+        via: 'session',
+        userId: user.id,
+        scopes: new Set(['user']),
+        sessionId: session.id,
+        integrityLevel: session.level,
+      };
+      const sock = new FakeSocket();
+      await b.app.events.accept(sock as unknown as EventSocket, principal);
+      expect(sock.closedWith).toBeUndefined();
+      // Every LISTEN connection of this database goes (a PostgreSQL restart or failover), and the
+      // session ends meanwhile: its signal reaches nobody, as on the instance that handled it.
+      const pool = a.db.pool as NonNullable<Db['pool']>;
+      const killed = await pool.query(
+        `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+        WHERE datname = current_database() AND query ILIKE 'LISTEN%' AND pid <> pg_backend_pid()`,
+      );
+      expect(killed.rowCount).toBeGreaterThan(0);
+      await sql`DELETE FROM sessions WHERE id = ${session.id}`.execute(a.db.kysely);
+      // B re-LISTENs after 0.5 s and checks its session streams then (not at the 30 s ping).
+      const end = Date.now() + 5000;
+      while (!sock.closedWith && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
+      expect(sock.closedWith?.code).toBe(4001);
+    });
+
+  // LISTEN/NOTIFY across instances exists only on PostgreSQL: registered for it alone.
+  if (backend === 'postgres')
+    it('an instance LISTENs from its start, before any stream is opened on it', async () => {
+      const pool = a.db.pool as NonNullable<Db['pool']>;
+      const listening = async () =>
+        Number(
+          (
+            await pool.query(
+              `SELECT count(*) AS n FROM pg_stat_activity
+              WHERE datname = current_database() AND query ILIKE 'LISTEN%'`,
+            )
+          ).rows[0].n,
+        );
+      const before = await listening();
+      const c = await startInstance(a.db.pool?.options.connectionString as string);
+      try {
+        const end = Date.now() + 5000;
+        while ((await listening()) <= before && Date.now() < end) await new Promise((r) => setTimeout(r, 50));
+        expect(await listening()).toBeGreaterThan(before);
+        expect(c.app.events.size).toBe(0);
+      } finally {
+        await c.app.close();
+        await c.db.close();
+      }
+    });
+
+  // LISTEN/NOTIFY across instances exists only on PostgreSQL: registered for it alone.
+  if (backend === 'postgres')
+    it("a key deleted through one instance is refused by the other at once, not at its cache's end", async () => {
+      // What A hears of B's writes: the kinds each updated or deleted, and created.
+      const heard: { updated?: ReadonlySet<string>; created?: ReadonlySet<string> }[] = [];
+      const listener = (updated?: ReadonlySet<string>, created?: ReadonlySet<string>) =>
+        heard.push({ updated, created });
+      a.store.commits.on('remote', listener);
+      const until = async (what: (h: (typeof heard)[number]) => boolean) => {
+        const end = Date.now() + 5000;
+        while (!heard.some(what) && Date.now() < end) await new Promise((r) => setTimeout(r, 10));
+        expect(heard.some(what)).toBe(true);
+      };
+      try {
+        const { obj: user } = await a.store.create(User, {});
+        const k = await createApiKey(a.store, ['user'], user.id, 'short-lived');
+        const me = () => fetch(`${a.url}/users/me`, { headers: { authorization: `Bearer ${k}` } });
+        expect((await me()).status).toBe(200); // validated and cached on A
+        // B's creation is announced as a creation only: nothing for A's key cache to drop.
+        await b.store.create(Group, { Name: 'unrelated-creation' });
+        await until((h) => h.created?.has('Group') === true && h.updated?.size === 0);
+        const stored = await b.store.findByKey(APIKey, 'KeyHash', hashApiKey(k));
+        expect(stored).toBeDefined();
+        await b.store.delete(APIKey, (stored as { id: string }).id, '*');
+        // B's delete is announced as such; A's cache drops the key as it hears it.
+        await until((h) => h.updated?.has('APIKey') === true);
+        expect((await me()).status).toBe(401);
+      } finally {
+        a.store.commits.off('remote', listener);
+      }
     });
 
   it('closes its streams with 1001 when the instance shuts down', async () => {

@@ -1,7 +1,8 @@
 import { createRemoteJWKSet, decodeProtectedHeader, jwtVerify } from 'jose';
 import * as client from 'openid-client';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { oidcDb } from '../../src/oidc/db.js';
+import { PUBLISH_LEAD_MS } from '../../src/oidc/keys.js';
 import { backends } from '../helpers.js';
 import {
   authorizationUrl,
@@ -62,13 +63,23 @@ describe.each(backends())('OpenID provider signing keys (%s)', (backend) => {
     expect(rot.statusCode, rot.body).toBe(201);
     const newKid = rot.json().KeyID as string;
     expect(newKid).not.toBe(oldKid);
-    const after = await idToken();
-    expect(decodeProtectedHeader(after).kid).toBe(newKid);
+    // Published at once, but not signing yet: other instances may not publish it yet.
     const published = (await (await fetch(`${s.issuer}/jwks`)).json()) as {
       keys: { kid: string; d?: string }[];
     };
     expect(published.keys.map((k) => k.kid)).toEqual(expect.arrayContaining([oldKid, newKid]));
     expect(published.keys.every((k) => k.d === undefined)).toBe(true);
+    expect(decodeProtectedHeader(await idToken()).kid).toBe(oldKid);
+    // Once every instance has had time to publish it (PUBLISH_LEAD_MS), it signs.
+    const real = Date.now.bind(Date);
+    const clock = vi.spyOn(Date, 'now').mockImplementation(() => real() + PUBLISH_LEAD_MS + 1000);
+    let after: string;
+    try {
+      after = await idToken();
+    } finally {
+      clock.mockRestore();
+    }
+    expect(decodeProtectedHeader(after).kid).toBe(newKid);
     await jwtVerify(before, jwks, { issuer: s.issuer, audience: app.id });
     await jwtVerify(after, createRemoteJWKSet(new URL(`${s.issuer}/jwks`)), {
       issuer: s.issuer,

@@ -1,0 +1,284 @@
+import { Kysely, PostgresDialect, sql, type Transaction } from 'kysely';
+import type pg from 'pg';
+import { ApiError } from '../core/errors.js';
+import type { Database, Db } from './db.js';
+import { databaseUnavailable } from './unavailable.js';
+
+/**
+ * How PostgreSQL write transactions of the object store (objects.ts) run side by side, on one
+ * instance or many sharing a database, and still hand the change log to its readers in one order.
+ *
+ * - Writers take no lock for their work: the rows they change are locked as they read them
+ *   (`FOR UPDATE` on the object written, `FOR KEY SHARE` on objects it references), so two
+ *   writers of the same object queue on that row only, and a conditional write sees the ETag
+ *   the other one committed.
+ * - BEGIN is sent before a write's first statement only (pgWrite). The change rows of a
+ *   transaction, and the object rows it inserts or updates, are kept in memory and written by
+ *   one statement just before COMMIT (a creation with nothing to check is that statement alone,
+ *   committing by itself). That statement first takes ORDER_LOCK (a transaction-level advisory lock,
+ *   released by COMMIT itself): sequence numbers are drawn under it, so they commit in the order
+ *   they are drawn, and a reader that sees sequence number n has already seen every one below n.
+ *   The lock is held for one statement and the COMMIT, not for the transaction.
+ * - The same statement NOTIFYs the other instances' tailers and returns the transaction's id
+ *   (`pg_current_xact_id()`): when the connection is lost during COMMIT the outcome is asked
+ *   on a fresh connection (`pg_xact_status`), so a write that committed is answered as done.
+ */
+
+/** Taken only around the change-log append at the end of a write transaction. */
+export const ORDER_LOCK = 0x6761_7465;
+
+/** The PostgreSQL NOTIFY channel announcing committed writes (LISTENed to by the event tailer). */
+export const CHANGES_CHANNEL = 'gatehouse_changes';
+
+/**
+ * A change-log row waiting for the end of its transaction. On PostgreSQL the object's own row is
+ * written by the same final statement when `object` says so ('insert' or 'replace', with `time`
+ * as its modify time): one round trip fewer per write.
+ */
+export interface PendingChange {
+  type: string;
+  id: string;
+  data: string | null;
+  etag: string;
+  time: number;
+  object?: 'insert' | 'replace';
+  createTime?: number;
+  /** The object's hidden state as stored (JSON or null), for `object`. */
+  secret?: string | null;
+}
+
+type Tx = Transaction<Database>;
+
+/**
+ * Appends the transaction's changes in order under ORDER_LOCK and NOTIFYs, in one round trip.
+ * Returns the transaction id (text of an xid8). The lock is in the rows' source, so it is held
+ * before the first sequence number is drawn; ORDER BY keeps the transaction's own order. The
+ * objects rows the changes carry (`object`) are inserted or updated by the same statement; the
+ * rows updated were locked FOR UPDATE when the transaction read them. The notification carries
+ * `writer` (the store's NOTIFY tag), so an instance's own tailer can tell its own commits
+ * (already announced in-process) from other instances'.
+ */
+export async function appendChanges(
+  tx: Tx,
+  changes: readonly PendingChange[],
+  writer: string,
+): Promise<string> {
+  const col = <T>(f: (c: PendingChange) => T) => changes.map(f);
+  const notice = changeNotice(writer, changes);
+  const result = await sql<{ xid: string; inserted: string; replaced: string }>`
+    WITH w AS (
+      SELECT * FROM unnest(${col((c) => c.type)}::text[], ${col((c) => c.id)}::text[],
+        ${col((c) => c.data)}::text[], ${col((c) => c.etag)}::text[], ${col((c) => c.time)}::int8[],
+        ${col((c) => c.object ?? '')}::text[], ${col((c) => c.createTime ?? 0)}::int8[],
+        ${col((c) => c.secret ?? null)}::text[])
+        WITH ORDINALITY AS w(type, id, data, etag, time, object, create_time, secret, n)
+    ),
+    inserted AS (
+      INSERT INTO objects (type, id, data, etag, create_time, modify_time, secret)
+      SELECT w.type, w.id, w.data, w.etag, w.create_time, w.time, w.secret FROM w WHERE w.object = 'insert'
+      RETURNING 1
+    ),
+    replaced AS (
+      UPDATE objects o SET data = w.data, etag = w.etag, modify_time = w.time, secret = w.secret
+      FROM w WHERE w.object = 'replace' AND o.type = w.type AND o.id = w.id
+      RETURNING 1
+    ),
+    appended AS (
+      INSERT INTO changes (type, id, data, etag, time)
+      SELECT w.type, w.id, w.data, w.etag, w.time
+      FROM (SELECT pg_advisory_xact_lock(${ORDER_LOCK})) AS ordered, w
+      ORDER BY w.n
+      RETURNING seq
+    )
+    SELECT pg_notify(${CHANGES_CHANNEL}, ${notice}), pg_current_xact_id()::text AS xid,
+      (SELECT count(*) FROM inserted) AS inserted, (SELECT count(*) FROM replaced) AS replaced,
+      (SELECT count(*) FROM appended) AS appended`.execute(tx);
+  const row = result.rows[0];
+  if (!row) throw new Error('change-log append returned no row');
+  // Every object to replace was read and locked by this transaction: a missing one is a bug.
+  if (Number(row.replaced) !== changes.filter((c) => c.object === 'replace').length)
+    throw new Error('an object to replace was not found');
+  return row.xid;
+}
+
+/**
+ * The payload of a change notification: the writing store's tag, and the kinds whose objects the
+ * transaction updated or deleted ("u") and created ("c"), so that another instance's caches drop
+ * only what a write can have made stale (src/auth/keycache.ts, src/scripts/runner.ts).
+ */
+export function changeNotice(writer: string, changes: readonly PendingChange[]): string {
+  const u = new Set<string>();
+  const c = new Set<string>();
+  for (const ch of changes) (ch.object === 'insert' ? c : u).add(ch.type);
+  return JSON.stringify({ w: writer, u: [...u], c: [...c] });
+}
+
+/** A change notification read back: undefined when it is not one of ours (then: drop everything). */
+export function readChangeNotice(
+  payload: string,
+): { writer: string; updated: Set<string>; created: Set<string> } | undefined {
+  try {
+    const p = JSON.parse(payload) as { w?: unknown; u?: unknown; c?: unknown };
+    if (typeof p.w !== 'string' || !Array.isArray(p.u) || !Array.isArray(p.c)) return undefined;
+    return { writer: p.w, updated: new Set(p.u.map(String)), created: new Set(p.c.map(String)) };
+  } catch {
+    return undefined;
+  }
+}
+
+/** How long the outcome of a transaction whose COMMIT was cut off is asked for, at most. */
+export const OUTCOME_WAIT_MS = 3_000;
+
+/**
+ * Whether the transaction `xid` committed, asked on a fresh connection after its own was lost
+ * during COMMIT. 'in progress' (the server has not finished that COMMIT yet) is asked again until
+ * OUTCOME_WAIT_MS; then, or when the database cannot answer, undefined: the outcome is unknown.
+ */
+export async function transactionCommitted(db: Db, xid: string): Promise<boolean | undefined> {
+  const pool = db.pool;
+  if (!pool) return undefined;
+  const until = Date.now() + OUTCOME_WAIT_MS;
+  for (;;) {
+    let status: string | null | undefined;
+    try {
+      const r = await pool.query<{ status: string | null }>('SELECT pg_xact_status($1::xid8) AS status', [
+        xid,
+      ]);
+      status = r.rows[0]?.status;
+    } catch {
+      return undefined;
+    }
+    if (status === 'committed') return true;
+    if (status === 'aborted') return false;
+    if (status !== 'in progress' || Date.now() >= until) return undefined;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/**
+ * Runs a write transaction on its own pooled connection with BEGIN sent lazily, before the first
+ * statement `fn` makes. `fn` returns its changes (and may make no statement at all, as a
+ * creation with nothing to check does): then the one final statement (appendChanges, which also
+ * writes the objects) runs alone and commits by itself: one round trip for the whole write.
+ * Otherwise BEGIN ... final statement ... COMMIT.
+ *
+ * When the connection is lost at the end, the outcome is asked for: after a COMMIT, by the
+ * transaction id (pg_xact_status); after a lone final statement, which returned no id, by
+ * waiting until its backend is no longer running a statement and looking for the first object
+ * it created (a new, random id: only that statement can have made it).
+ */
+export async function pgWrite<T>(
+  db: Db,
+  writer: string,
+  fn: (tx: Tx) => Promise<{ result: T; changes: readonly PendingChange[] }>,
+): Promise<T> {
+  const pool = db.pool as pg.Pool;
+  const client = await pool.connect();
+  let begun = false;
+  let lone = false;
+  const lazy = {
+    query: async (text: string, params?: unknown[]) => {
+      if (!begun && !lone) {
+        await client.query('BEGIN');
+        begun = true;
+      }
+      return client.query(text, params);
+    },
+    release() {},
+  };
+  const tx = new Kysely<Database>({
+    dialect: new PostgresDialect({ pool: { connect: async () => lazy, end: async () => {} } as never }),
+  }) as unknown as Tx;
+  let broken: unknown;
+  try {
+    const { result, changes } = await fn(tx);
+    if (changes.length === 0) {
+      if (begun) await client.query('COMMIT');
+      return result;
+    }
+    if (!begun) {
+      lone = true;
+      try {
+        await appendChanges(tx, changes, writer);
+      } catch (err) {
+        if (!databaseUnavailable(err)) throw err;
+        broken = err;
+        if (
+          (await loneStatementCommitted(
+            db,
+            (client as unknown as { processID?: number }).processID,
+            changes,
+          )) !== true
+        )
+          throw err;
+      }
+      return result;
+    }
+    const xid = await appendChanges(tx, changes, writer);
+    try {
+      await client.query('COMMIT');
+    } catch (err) {
+      if (!databaseUnavailable(err)) throw err;
+      broken = err;
+      if ((await transactionCommitted(db, xid)) !== true) throw err;
+    }
+    return result;
+  } catch (err) {
+    if (databaseUnavailable(err)) broken = err;
+    else if (begun) await client.query('ROLLBACK').catch(() => {});
+    throw err;
+  } finally {
+    // A connection that failed is not handed out again.
+    client.release(broken === undefined ? undefined : true);
+  }
+}
+
+/**
+ * Whether a lone final statement (no BEGIN) committed, after its connection was lost: once its
+ * backend runs no statement any more (bounded by OUTCOME_WAIT_MS), it committed exactly when
+ * the first object it created exists. undefined: unknown (no creation to look for, or no answer).
+ */
+async function loneStatementCommitted(
+  db: Db,
+  pid: number | undefined,
+  changes: readonly PendingChange[],
+): Promise<boolean | undefined> {
+  const pool = db.pool;
+  const created = changes.find((c) => c.object === 'insert');
+  if (!pool || !created) return undefined;
+  const until = Date.now() + OUTCOME_WAIT_MS;
+  try {
+    for (;;) {
+      const r = await pool.query<{ state: string | null }>(
+        'SELECT state FROM pg_stat_activity WHERE pid = $1',
+        [pid ?? 0],
+      );
+      if (r.rows[0]?.state !== 'active') break;
+      if (Date.now() >= until) return undefined;
+      await new Promise((res) => setTimeout(res, 50));
+    }
+    const found = await pool.query('SELECT 1 FROM objects WHERE type = $1 AND id = $2', [
+      created.type,
+      created.id,
+    ]);
+    return found.rows.length > 0;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Times a PostgreSQL write is tried when it lost a race it can win by running again. */
+export const WRITE_ATTEMPTS = 4;
+
+/**
+ * Errors of a concurrent writer that running the transaction again resolves: a deadlock between
+ * row locks (40P01), a serialization failure (40001), and a unique key another transaction
+ * claimed after this one checked it (23505: the rerun finds the owner and answers 409).
+ */
+export function lostRace(err: unknown): boolean {
+  const code = (err as { code?: unknown } | undefined)?.code;
+  return code === '40P01' || code === '40001' || code === '23505';
+}
+
+/** A unique key still taken after every attempt (never expected: the rerun's own check finds it). */
+export const keyTaken = () => new ApiError('Conflict', 'another object already holds one of these keys');
