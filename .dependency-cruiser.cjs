@@ -3,7 +3,7 @@
  * Layers, bottom first; a file may import its own layer and the layers below it, never above:
  *
  *   core, wire  <  config  <  schema  <  store  <  objects  <  features  <  http  <  service  <  cli
- *   features, bottom first: scripts < auth < groups < events, metrics, backchannel, oidc, directory, audit
+ *   features, bottom first: policy < scripts < auth < groups < events, metrics, backchannel, oidc, directory, audit, writes
  *   http: web < api
  *
  * The proxy (src/proxy) is a program of its own: it imports core, config and wire only, and only
@@ -23,10 +23,11 @@ const CONFIG = [...CORE, 'config'];
 const SCHEMA = [...CONFIG, 'schema'];
 const STORE = [...SCHEMA, 'store'];
 const OBJECTS = [...STORE, 'wire', 'objects'];
-const SCRIPTS = [...OBJECTS, 'scripts'];
+const POLICY = [...OBJECTS, 'policy'];
+const SCRIPTS = [...POLICY, 'scripts'];
 const AUTH = [...SCRIPTS, 'auth'];
 const GROUPS = [...AUTH, 'groups'];
-const FEATURES = [...GROUPS, 'events', 'metrics', 'backchannel', 'oidc', 'directory', 'audit'];
+const FEATURES = [...GROUPS, 'events', 'metrics', 'backchannel', 'oidc', 'directory', 'audit', 'writes'];
 const WEB = [...FEATURES, 'web'];
 const API = [...WEB, 'api'];
 const SERVICE = [...API, 'service'];
@@ -45,14 +46,16 @@ module.exports = {
       'the store is generic: it knows the type interface (src/schema), never a concrete object type or a feature'),
     layer('objects-below-features', '^src/objects/', OBJECTS,
       'object types (src/objects) are data definitions: they import schema, store, core, config and wire, never a feature or HTTP'),
+    layer('policy-below-features', '^src/policy/', POLICY,
+      'src/policy (the decision point) sits below every other feature: it imports objects, store and below, so every feature can ask it'),
     layer('scripts-below-auth', '^src/scripts/', SCRIPTS,
       'src/scripts (the sandbox and its hooks) sits below auth: it imports objects, store and below, never another feature or HTTP'),
     layer('auth-is-the-lowest-feature', '^src/auth/', AUTH,
       'src/auth is the lowest feature: it may not import groups, events, metrics, backchannel, HTTP or above'),
     layer('groups-above-auth-only', '^src/groups/', GROUPS,
       'src/groups may import auth and the layers below features, not events, metrics, backchannel, HTTP or above'),
-    layer('features-below-http', '^src/(events|metrics|backchannel|oidc|directory|audit)/', FEATURES,
-      'features (events, metrics, backchannel, oidc, directory, audit) never import HTTP routes or pages (src/api, src/web), the service or the CLI'),
+    layer('features-below-http', '^src/(events|metrics|backchannel|oidc|directory|audit|writes)/', FEATURES,
+      'features (events, metrics, backchannel, oidc, directory, audit, writes) never import HTTP routes or pages (src/api, src/web), the service or the CLI'),
     layer('web-below-api', '^src/web/', WEB,
       'pages (src/web) may import features and below, not src/api, the service or the CLI'),
     layer('api-below-service', '^src/api/', API,

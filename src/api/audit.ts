@@ -1,9 +1,8 @@
 import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { AuditEntry, listAudit, recordAudit } from '../audit/trail.js';
-import { hasAnyScope } from '../auth/permissions.js';
-import { ApiError } from '../core/errors.js';
+import { AuditBatch, AuditEntry, listAudit } from '../audit/trail.js';
 import { typeByPath } from '../objects/registry.js';
+import { enforce } from '../policy/decide.js';
 import type { ServiceContext } from '../store/context.js';
 import { parseListQuery, type RawListQuery } from '../store/listquery.js';
 import { BACKCHANNEL, PROXY_TOKEN_PATTERN } from '../wire/proxy.js';
@@ -21,6 +20,12 @@ function audited(method: string, route: string | undefined): boolean {
   return true;
 }
 
+/** The :id of the route, or for a create the new object's (its X-Id), so the trail names what was made. */
+function objectIdOf(params: Record<string, unknown>, created: unknown): string {
+  if (typeof params.id === 'string') return params.id.slice(0, 256);
+  return typeof created === 'string' ? created.slice(0, 256) : '';
+}
+
 /** An App's proxy token that the route accepted (2xx/3xx): the agent or proxy that wrote. */
 function agentApp(req: FastifyRequest, status: number): string {
   if (status >= 400 || req.principal) return '';
@@ -34,21 +39,24 @@ function agentApp(req: FastifyRequest, status: number): string {
  * audit keys with the list options of objects.
  */
 export function registerAuditRoutes(app: FastifyInstance, ctx: ServiceContext) {
+  const trail = new AuditBatch(ctx.db);
   // Before the answer leaves (onSend): a client that got its answer finds the entry listed.
   app.addHook('onSend', async (req, reply, payload) => {
     const route = req.routeOptions.url;
-    if (!audited(req.method, route)) return payload;
+    // Writes, and every request the policy refused (reads too: a denial is worth a line).
+    if (!audited(req.method, route) && !req.refusedBy) return payload;
     const p = req.principal;
     const agent = agentApp(req, reply.statusCode);
     const params = (req.params ?? {}) as Record<string, unknown>;
     const ua = req.headers['user-agent'];
     try {
-      await recordAudit(ctx.db, {
+      await trail.record({
         Method: req.method,
         Route: route ?? '',
         Path: req.url.split('?')[0]?.slice(0, 2048) ?? '',
         Kind: typeByPath.get(route?.split('/')[1] ?? '')?.kind ?? '',
-        ObjectID: typeof params.id === 'string' ? params.id.slice(0, 256) : '',
+        ObjectID: objectIdOf(params, reply.getHeader('x-id')),
+        Rule: req.refusedBy ?? '',
         Status: reply.statusCode,
         Via: p ? p.via : agent ? 'agent' : 'none',
         UserID: p?.userId ?? '',
@@ -66,8 +74,7 @@ export function registerAuditRoutes(app: FastifyInstance, ctx: ServiceContext) {
   });
 
   app.get<{ Querystring: RawListQuery }>('/audit', async (req, reply) => {
-    if (!hasAnyScope(principalOf(req), ['audit']))
-      throw new ApiError('Forbidden', 'the audit trail needs an admin or audit key');
+    await enforce(ctx, principalOf(req), 'Audit.read', { kind: 'Policy', id: '' });
     const page = await listAudit(ctx.db, parseListQuery(AuditEntry, { ...req.query }));
     if (page.startCursor !== undefined) reply.header('X-Start-Cursor', page.startCursor);
     if (page.endCursor !== undefined) reply.header('X-End-Cursor', page.endCursor);

@@ -3,7 +3,6 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { FLOW, formIntent, formOf } from '../auth/factors/factor.js';
 import { factors } from '../auth/factors/index.js';
 import { requiredLevel, tenantDoc } from '../auth/integrity.js';
-import { hasAnyScope } from '../auth/permissions.js';
 import { authResponse, otherSession } from '../auth/response.js';
 import { setSessionCookie } from '../auth/session/cookies.js';
 import {
@@ -15,6 +14,7 @@ import {
   sessionById,
 } from '../auth/session/sessions.js';
 import { ApiError } from '../core/errors.js';
+import { decide, enforce } from '../policy/decide.js';
 import type { ServiceContext } from '../store/context.js';
 import { principalOf } from './objects.js';
 
@@ -34,12 +34,11 @@ export function addFormParser(app: FastifyInstance) {
 }
 
 /** Whose sessions a request is about: the caller's, or ?user= for administrators. */
-function sessionsOwner(req: FastifyRequest): string {
+async function sessionsOwner(ctx: ServiceContext, req: FastifyRequest): Promise<string> {
   const p = principalOf(req);
   const q = (req.query ?? {}) as Record<string, unknown>;
   if (typeof q.user === 'string' && q.user !== '' && q.user !== p.userId) {
-    if (!hasAnyScope(p, ['admin']))
-      throw new ApiError('Forbidden', "only administrators may see other users' sessions");
+    await enforce(ctx, p, 'User.sessions', { kind: 'User', id: q.user, userId: q.user });
     return q.user;
   }
   if (p.userId === '')
@@ -82,7 +81,7 @@ export async function registerAuthRoutes(app: FastifyInstance, ctx: ServiceConte
 
   // The caller's sessions (ListItem JSON lines of OtherSession); ?user=<id> for administrators.
   app.get('/auth/sessions', async (req, reply) => {
-    const owner = sessionsOwner(req);
+    const owner = await sessionsOwner(ctx, req);
     const current = principalOf(req).sessionId;
     const lines = (await listSessions(ctx, owner)).map(
       (s) => `${JSON.stringify({ ID: s.id, Item: otherSession(s, current) })}\n`,
@@ -95,8 +94,9 @@ export async function registerAuthRoutes(app: FastifyInstance, ctx: ServiceConte
   app.delete<{ Params: { id: string } }>('/auth/sessions/:id', async (req, reply) => {
     const p = principalOf(req);
     const s = await sessionById(ctx, req.params.id);
-    if (!s || (s.userId !== p.userId && !hasAnyScope(p, ['admin'])))
-      throw new ApiError('NotFound', `session ${req.params.id} does not exist`);
+    const d = s && (await decide(ctx, p, 'User.sessions', { kind: 'User', id: s.userId, userId: s.userId }));
+    if (!s || !d?.Allowed)
+      throw new ApiError('NotFound', `session ${req.params.id} does not exist`, d ? { rule: d.Rule } : {});
     await deleteSession(ctx, s.id);
     return reply.code(204).send();
   });

@@ -1,20 +1,19 @@
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { authenticateApiKey, userUsable } from '../auth/apikeys.js';
-import { hasAnyScope } from '../auth/permissions.js';
 import { membershipsAdapter, sessionsAdapter } from '../backchannel/adapters.js';
 import { issueCode, redeemCode } from '../backchannel/codes.js';
 import { countingGroups } from '../backchannel/groups.js';
 import { type ProxySession, ports } from '../backchannel/hooks.js';
+import { issueProxyToken, recordProxy, tokenHash } from '../backchannel/tokens.js';
 import { ApiError } from '../core/errors.js';
 import { signinBase } from '../groups/check.js';
 import { membershipCounts } from '../groups/lifecycle.js';
 import { APIKey } from '../objects/apikey.js';
 import { App } from '../objects/app.js';
-import { RemoteAgent } from '../objects/remoteagent.js';
 import { User } from '../objects/user.js';
 import { VirtualHost } from '../objects/virtualhost.js';
-import { normalizeTimestamp, timestampMs } from '../schema/fields.js';
+import { timestampMs } from '../schema/fields.js';
 import type { ServiceContext } from '../store/context.js';
 import { parseListQuery } from '../store/listquery.js';
 import type { StoredObject } from '../store/objects.js';
@@ -28,8 +27,7 @@ import {
   type RegisterResponse,
   type WireIdentity,
 } from '../wire/proxy.js';
-
-const sha256 = (s: string) => createHash('sha256').update(s).digest('base64url');
+import { principalOf } from './objects.js';
 
 /** Checks `Authorization: Bearer <auth.token>` and returns the App the proxy is tied to. */
 export async function proxyApp(req: FastifyRequest, ctx: ServiceContext): Promise<StoredObject> {
@@ -46,7 +44,7 @@ export async function proxyApp(req: FastifyRequest, ctx: ServiceContext): Promis
   const stored = Buffer.from(
     String(app ? ((await ctx.store.getSecret(App, appId)).ProxyTokenHash ?? '') : ''),
   );
-  const given = Buffer.from(sha256(token));
+  const given = Buffer.from(tokenHash(token));
   if (!app || stored.length !== given.length || !timingSafeEqual(stored, given))
     throw refuse('the proxy token is not valid (revoked, replaced, or its App was deleted)');
   return app;
@@ -163,9 +161,6 @@ async function appHosts(ctx: ServiceContext, appId: string): Promise<(HostRoute 
   return hosts;
 }
 
-const REMOTE_AGENT_ID = (appId: string, name: string) =>
-  createHash('sha256').update(`${appId}\n${name}`).digest('hex').slice(0, 14);
-
 /**
  * The service side of the proxy back channel, plus POST /apps/:id/proxytoken. Every /proxy/v1
  * call except the browser-facing /signin is authenticated with the proxy token.
@@ -175,18 +170,8 @@ export function registerProxyBackchannel(app: FastifyInstance, ctx: ServiceConte
   ports.memberships ??= membershipsAdapter;
   // Admin: issue (or replace) the token tying a proxy to this App. Shown once; only its hash is kept.
   app.post('/apps/:id/proxytoken', async (req, reply) => {
-    const p = req.principal;
-    if (!p || !hasAnyScope(p, []))
-      throw new ApiError('Forbidden', 'only an administrator may issue proxy tokens');
     const { id } = req.params as { id: string };
-    if (!(await ctx.store.get(App, id))) throw new ApiError('NotFound', `App ${id} does not exist`);
-    const token = `gp.${id}.${randomBytes(32).toString('base64url')}`;
-    const saved = await ctx.store.systemPut(App, id, (doc, secret) =>
-      doc
-        ? { doc: { ...doc, HaveProxyToken: true }, secret: { ...secret, ProxyTokenHash: sha256(token) } }
-        : null,
-    );
-    if (!saved) throw new ApiError('NotFound', `App ${id} does not exist`);
+    const token = await issueProxyToken(ctx, principalOf(req), id);
     reply.header('Cache-Control', 'no-store');
     return reply
       .code(201)
@@ -200,17 +185,7 @@ export function registerProxyBackchannel(app: FastifyInstance, ctx: ServiceConte
     const a = await proxyApp(req, ctx);
     const b = body<RegisterRequest>(req, { Name: 'string', Version: 'string', Address: 'string' });
     const name = b.Name.slice(0, 256) || 'proxy';
-    const agentId = REMOTE_AGENT_ID(a.id, name);
-    await ctx.store.systemPut(RemoteAgent, agentId, () => ({
-      doc: {
-        Name: name,
-        Kind: 'proxy',
-        Version: b.Version.slice(0, 64),
-        Address: b.Address.slice(0, 512),
-        AppID: a.id,
-        LastSeen: normalizeTimestamp(new Date().toISOString()),
-      },
-    }));
+    const agentId = await recordProxy(ctx, a.id, { name, version: b.Version, address: b.Address });
     const hosts = await appHosts(ctx, a.id);
     const out: RegisterResponse = {
       AppID: a.id,

@@ -1,18 +1,15 @@
 // Why ~300 lines: the directory's endpoints (accounts, changes and plans, agents, users' disable
 // and merge) share the role and body helpers; each handler is a few lines over src/directory/.
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { hasAnyScope } from '../auth/permissions.js';
 import type { Principal } from '../auth/principal.js';
 import { ApiError } from '../core/errors.js';
 import { heartbeat } from '../directory/agents.js';
 import {
   CLAIM_MAX,
   claimChanges,
-  createChanges,
   LEASE_DEFAULT_S,
   LEASE_MAX_S,
   LEASE_MIN_S,
-  needsApproval,
   reportChange,
   transitionChange,
   transitionPlan,
@@ -20,15 +17,15 @@ import {
 import { disableUser } from '../directory/disable.js';
 import { mergeUsers } from '../directory/merge.js';
 import { suggestMerges } from '../directory/mergesuggest.js';
-import { openPassword, readyPasswordKey } from '../directory/passwords.js';
+import { fetchInitialPassword } from '../directory/passwords.js';
+import { planAccountChanges } from '../directory/plans.js';
 import { refinedAccountSuggestions, refinedMergeSuggestions } from '../directory/refine.js';
 import type { ChangeRole } from '../directory/states.js';
 import { allOf } from '../directory/store.js';
 import { suggestAccountChanges } from '../directory/suggest.js';
-import { nowStamp } from '../groups/lifecycle.js';
 import { Account } from '../objects/account.js';
-import { AccountChangePlan } from '../objects/accountchangeplan.js';
 import { User } from '../objects/user.js';
+import { decide, enforce } from '../policy/decide.js';
 import type { Doc } from '../schema/fields.js';
 import type { ServiceContext } from '../store/context.js';
 import { proxyApp } from './backchannel.js';
@@ -135,28 +132,7 @@ export function registerDirectoryRoutes(app: FastifyInstance, ctx: ServiceContex
 
   app.post<{ Params: IdParams }>('/accounts/:id/password', async (req, reply) => {
     const { p } = await ownAccount(req, req.params.id);
-    let password: string | undefined;
-    await readyPasswordKey(ctx);
-    // One transaction: of two concurrent fetches exactly one gets the password.
-    await store.systemPut(Account, req.params.id, async (doc, secret) => {
-      if (!doc || typeof secret.InitialPassword !== 'string') return doc ? { doc } : null;
-      password = await openPassword(ctx, secret.InitialPassword, req.params.id);
-      const { InitialPassword: _gone, ...rest } = secret;
-      return {
-        doc: {
-          ...doc,
-          HaveInitialPassword: false,
-          PasswordFetchTime: nowStamp(),
-          PasswordFetchedBy: p.userId,
-        },
-        secret: rest,
-      };
-    });
-    if (password === undefined)
-      throw new ApiError(
-        'NotFound',
-        'this account has no initial password (it was fetched already, or never set)',
-      );
+    const password = await fetchInitialPassword(ctx, req.params.id, p.userId);
     reply.header('Cache-Control', 'no-store');
     return { AccountID: req.params.id, Password: password };
   });
@@ -165,9 +141,13 @@ export function registerDirectoryRoutes(app: FastifyInstance, ctx: ServiceContex
   app.post<{ Params: IdParams }>('/users/:id/accounts/suggest', async (req, reply) => {
     const p = principalOf(req);
     const b = jsonFields(req, { Plan: 'object' });
-    const self = p.userId !== '' && p.userId === req.params.id;
-    if (!self && !hasAnyScope(p, ['audit', 'sync']))
-      throw new ApiError('NotFound', `User ${req.params.id} does not exist`);
+    const may = await decide(ctx, p, 'User.account-suggestions', {
+      kind: 'User',
+      id: req.params.id,
+      userId: req.params.id,
+    });
+    if (!may.Allowed)
+      throw new ApiError('NotFound', `User ${req.params.id} does not exist`, { rule: may.Rule });
     const user = await store.get(User, req.params.id);
     if (!user) throw new ApiError('NotFound', `User ${req.params.id} does not exist`);
     const changes = await refinedAccountSuggestions(
@@ -176,44 +156,16 @@ export function registerDirectoryRoutes(app: FastifyInstance, ctx: ServiceContex
       await suggestAccountChanges(ctx, user.doc),
     );
     if (!b.Plan) return { UserID: user.id, Changes: changes };
-    roleOf(p, ['admin', 'sync']);
     const plan = jsonFieldsOf(b.Plan as Doc, { Name: 'string', Reason: 'string' });
-    if (changes.length === 0) return { UserID: user.id, Changes: changes, PlanID: '' };
-    const { obj } = await store.create(
-      AccountChangePlan,
-      { Name: plan.Name ?? `Accounts of ${user.id}`, Reason: plan.Reason ?? 'suggested' },
-      undefined,
-      { userId: p.userId },
-    );
-    await createChanges(
-      ctx,
-      changes.map(({ Action, UserID, AppID, AccountName, Reason }) => ({
-        Action,
-        UserID,
-        AppID,
-        AccountName,
-        Reason,
-      })),
-      { planId: obj.id, by: p.userId },
-    );
-    // With no approval required the plan is approved as it is made.
-    const approved = (await needsApproval(ctx))
-      ? undefined
-      : await transitionPlan(ctx, obj.id, 'approve', 'system', 'system');
-    reply.code(201).header('Location', `/accountchangeplans/${obj.id}`);
-    return { UserID: user.id, Changes: changes, PlanID: obj.id, PlanState: approved?.State ?? 'proposed' };
+    const made = await planAccountChanges(ctx, p, user.id, changes, plan);
+    if (made.PlanID !== '') reply.code(201).header('Location', `/accountchangeplans/${made.PlanID}`);
+    return { UserID: user.id, Changes: changes, ...made };
   });
 
   app.post<{ Params: IdParams }>('/users/:id/disable', async (req, reply) => {
     const p = principalOf(req);
-    roleOf(p, ['admin', 'sync']);
     const { Reason } = jsonFields(req, { Reason: 'string' });
-    const user = await store.get(User, req.params.id);
-    if (!user) throw new ApiError('NotFound', `User ${req.params.id} does not exist`);
-    if (user.doc.Admin === true && !p.scopes.has('admin'))
-      throw new ApiError('Forbidden', 'only an administrator may disable an administrator');
-    if (p.userId === user.id) throw new ApiError('Conflict', 'you cannot disable yourself');
-    const result = await disableUser(ctx, user.id, p.userId, typeof Reason === 'string' ? Reason : '');
+    const result = await disableUser(ctx, p, req.params.id, typeof Reason === 'string' ? Reason : '');
     return reply.code(200).type('application/json').send(JSON.stringify(result));
   });
 
@@ -221,7 +173,6 @@ export function registerDirectoryRoutes(app: FastifyInstance, ctx: ServiceContex
     '/users/:id/merge',
     async (req, reply) => {
       const p = principalOf(req);
-      roleOf(p, ['admin']);
       const b = jsonFields(req, { From: 'string' });
       const q = req.query.from;
       if (Array.isArray(q)) throw new ApiError('BadRequest', 'give from once', { field: 'from' });
@@ -229,15 +180,13 @@ export function registerDirectoryRoutes(app: FastifyInstance, ctx: ServiceContex
         throw new ApiError('BadRequest', "?from= and the body's From name different users", {
           field: 'from',
         });
-      await mergeUsers(ctx, req.params.id, String(q ?? b.From ?? ''));
+      await mergeUsers(ctx, p, req.params.id, String(q ?? b.From ?? ''));
       return reply.code(204).send();
     },
   );
 
   app.get('/users/merge', async (req, reply) => {
-    const p = principalOf(req);
-    if (!hasAnyScope(p, ['audit', 'sync']))
-      throw new ApiError('Forbidden', 'this needs admin, audit or sync scope');
+    await enforce(ctx, principalOf(req), 'User.merge-suggestions', { kind: 'User', id: '' });
     const lines = (await refinedMergeSuggestions(ctx, suggestMerges(await allOf(store, User))))
       .map((s) => `${JSON.stringify(s)}\n`)
       .join('');

@@ -1,6 +1,5 @@
 import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { hasAnyScope } from '../auth/permissions.js';
 import type { Principal } from '../auth/principal.js';
 import { ApiError } from '../core/errors.js';
 import { checkMembership } from '../groups/check.js';
@@ -18,6 +17,7 @@ import type { MemberOp } from '../groups/states.js';
 import { rowsFor } from '../groups/states.js';
 import { startExpirySweep } from '../groups/sweep.js';
 import { Membership, membershipId } from '../objects/membership.js';
+import { decide, enforce } from '../policy/decide.js';
 import type { ServiceContext } from '../store/context.js';
 import { parseListQuery, type RawListQuery } from '../store/listquery.js';
 import { registerGroupPages } from '../web/groups.js';
@@ -90,7 +90,9 @@ const toArray = (v: string | string[] | undefined): string[] =>
 
 /** May the caller read every membership of this group (admin, sync, audit, or its approver)? */
 async function mayReadGroup(ctx: ServiceContext, p: Principal, group: GroupSettings) {
-  return hasAnyScope(p, ['audit', 'sync']) || (await isApprover(ctx, p, group));
+  const approver = await isApprover(ctx, p, group);
+  return (await decide(ctx, p, 'Group.members', { kind: 'Group', id: group.ID, facts: { approver } }))
+    .Allowed;
 }
 
 export function registerGroupRoutes(app: FastifyInstance, ctx: ServiceContext) {
@@ -151,18 +153,14 @@ export function registerGroupRoutes(app: FastifyInstance, ctx: ServiceContext) {
 
     // Literal paths: find-my-way prefers them to /groups/:id, whatever the registration order.
     sub.get('/groups/report.csv', async (req, reply) => {
-      const p = principalOf(req);
-      if (!hasAnyScope(p, ['audit']))
-        throw new ApiError('Forbidden', 'the approvals report needs an audit or admin key');
+      await enforce(ctx, principalOf(req), 'Group.report', { kind: 'Group', id: '' });
       reply.header('Cache-Control', 'private, max-age=0');
       reply.header('Content-Disposition', 'attachment; filename="report.csv"');
       return reply.type('text/csv; charset=utf-8').send(reportStream(ctx));
     });
 
     sub.post('/groups/check', async (req, reply) => {
-      const p = principalOf(req);
-      if (!hasAnyScope(p, ['sync']))
-        throw new ApiError('Forbidden', 'membership checks need a sync or admin key');
+      await enforce(ctx, principalOf(req), 'Group.check', { kind: 'Group', id: '' });
       const form = isForm(req);
       const body = bodyFields(
         req,
@@ -212,9 +210,9 @@ export function registerGroupRoutes(app: FastifyInstance, ctx: ServiceContext) {
       '/users/:id/groups',
       async (req, reply) => {
         const p = principalOf(req);
-        const self = p.userId !== '' && p.userId === req.params.id && actsAsUser(p);
-        if (!self && !hasAnyScope(p, ['audit', 'sync']))
-          throw new ApiError('Forbidden', "your credentials may not list this user's groups");
+        // A key that does not act as its user (no user scope) lists its user's groups only with audit or sync.
+        const as = actsAsUser(p) ? p : { ...p, userId: '' };
+        await enforce(ctx, as, 'User.groups', { kind: 'User', id: req.params.id, userId: req.params.id });
         await requireUser(ctx, req.params.id);
         return sendList(req, reply, `UserID = ${JSON.stringify(req.params.id)}`);
       },

@@ -1,26 +1,17 @@
 import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import {
-  access,
-  checkFieldRules,
-  checkPrivilegedObject,
-  FIELD_RULES,
-  PRIVILEGE_OF,
-  type PrivilegeLookup,
-} from '../auth/permissions.js';
+import { access } from '../auth/permissions.js';
 import type { Principal } from '../auth/principal.js';
 import { ApiError } from '../core/errors.js';
-import { APIKey } from '../objects/apikey.js';
 import { objectTypes } from '../objects/registry.js';
 import { TENANT_ID } from '../objects/tenant.js';
-import { type Doc, defaultOf, normalize, refuseFractionalSeconds } from '../schema/fields.js';
+import type { Doc } from '../schema/fields.js';
 import type { Access, ObjectType, Op } from '../schema/type.js';
-import type { ServiceContext } from '../store/context.js';
+import { type ServiceContext, writerOf } from '../store/context.js';
 import { parseListQuery, type RawListQuery } from '../store/listquery.js';
 import type { StoredObject } from '../store/objects.js';
 import { etagMatches } from '../store/objects.js';
 import { setObjectHeaders, singleHeader } from './http.js';
-import { afterObjectWrite, beforeObjectWrite } from './scripts.js';
 
 type IdParams = { id: string };
 
@@ -33,7 +24,10 @@ export function principalOf(req: FastifyRequest): Principal {
 /** Checks the matrix; returns the access granted or throws 403. */
 export function authorize(req: FastifyRequest, type: ObjectType, op: Op): Access {
   const a = access(principalOf(req), type.kind, op);
-  if (!a) throw new ApiError('Forbidden', `your credentials may not ${op} ${type.kind} objects`);
+  if (!a)
+    throw new ApiError('Forbidden', `your credentials may not ${op} ${type.kind} objects`, {
+      rule: 'grant.scope',
+    });
   return a;
 }
 
@@ -68,7 +62,7 @@ const allowOf = (type: ObjectType, item: boolean) => {
   if (item || type.identity === 'singleton') {
     if (type.ops.includes('get')) methods.push('GET', 'HEAD');
     if (type.identity === 'named' && type.ops.includes('create')) methods.push('POST');
-    if (type.ops.includes('update')) methods.push('PUT');
+    if (type.ops.includes('update')) methods.push('PUT', 'PATCH');
     if (type.ops.includes('delete')) methods.push('DELETE');
   } else {
     if (type.ops.includes('list')) methods.push('GET', 'HEAD');
@@ -83,56 +77,24 @@ function notAllowed(type: ObjectType, item: boolean): never {
   });
 }
 
-/** Registers list, create, get, update and delete for every type, as its ops allow. */
+/** JSON Merge Patch bodies (RFC 7396) are JSON. */
+const MERGE_PATCH = 'application/merge-patch+json';
+
+/**
+ * Registers list, create, get, update (PUT, and PATCH with a JSON Merge Patch) and delete for every
+ * type, as its ops allow. Reads are answered here; every write goes to the one write path
+ * (src/writes/path.ts), which decides, applies the rules and hooks, and stores.
+ */
 export function registerObjectRoutes(app: FastifyInstance, ctx: ServiceContext) {
   const { store } = ctx;
-  const lookup: PrivilegeLookup = {
-    async keysOf(userId) {
-      const page = await store.list(
-        APIKey,
-        parseListQuery(APIKey, { filter: `UserID = ${JSON.stringify(userId)}` }),
-      );
-      const keys: Doc[] = [];
-      for await (const chunk of page.chunks)
-        for (const line of chunk.split('\n')) if (line !== '') keys.push(JSON.parse(line).Item as Doc);
-      return keys;
-    },
-  };
+  const writes = writerOf(ctx);
+  if (!app.hasContentTypeParser(MERGE_PATCH))
+    app.addContentTypeParser(MERGE_PATCH, { parseAs: 'string' }, (req, body, done) =>
+      app.getDefaultJsonParser('error', 'error')(req, String(body), done),
+    );
   for (const type of objectTypes) {
     const has = (op: Op) => type.ops.includes(op);
     const collection = `/${type.path}`;
-
-    const rules = FIELD_RULES[type.kind];
-    const writable = type.writeOnly ? { ...type.fields, ...type.writeOnly } : type.fields;
-    const defaults: Doc = Object.fromEntries(Object.entries(type.fields).map(([k, f]) => [k, defaultOf(f)]));
-
-    /** The privilege-bearing fields of the body as they would be stored (403 naming one not allowed). */
-    const checkFields = (req: FastifyRequest, previous: Doc | undefined) => {
-      const p = principalOf(req);
-      if (!rules || p.scopes.has('admin')) return;
-      checkFieldRules(p, type.kind, normalize(writable, req.body ?? {}, previous), previous, defaults);
-    };
-
-    /**
-     * Before a change or deletion: with own-only access the object must be the caller's, and the
-     * object must not stand for privileges the caller lacks. Returns the ETag to write against: the
-     * one checked here, so the write fails (412) if the object changed after the checks.
-     */
-    const checkExisting = async (req: FastifyRequest, a: Access, id: string, ifMatch: string, op: Op) => {
-      // Nothing to check for an administrator, or on a type without rules: no extra read.
-      const unguarded = !rules && !PRIVILEGE_OF[type.kind];
-      if (a === 'all' && (principalOf(req).scopes.has('admin') || unguarded)) return ifMatch;
-      const existing = await store.get(type, id);
-      if (!existing) {
-        if (a === 'own') throw new ApiError('NotFound', `${type.kind} ${id} does not exist`);
-        return ifMatch; // the store answers 404
-      }
-      checkOwner(req, type, a, existing.doc, id);
-      if (!etagMatches(ifMatch, existing.etag, false)) return ifMatch; // the store answers 412
-      await checkPrivilegedObject(principalOf(req), type.kind, id, existing.doc, op, lookup);
-      if (op === 'update') checkFields(req, existing.doc);
-      return existing.etag;
-    };
 
     const get = async (req: FastifyRequest, reply: FastifyReply, id: string) => {
       const a = authorize(req, type, 'get');
@@ -143,12 +105,13 @@ export function registerObjectRoutes(app: FastifyInstance, ctx: ServiceContext) 
     };
 
     /**
-     * The If-Match of a PUT or DELETE. Without one, a missing object (or, with own-only access,
-     * someone else's) answers 404 first, as the spec orders it; only an existing one answers 428.
+     * The If-Match of a PUT, PATCH or DELETE. Without one, a missing object (or, with own-only
+     * access, someone else's) answers 404 first, as the spec orders it; only an existing one 428.
      */
-    const requireIfMatch = async (req: FastifyRequest, a: Access, id: string) => {
+    const requireIfMatch = async (req: FastifyRequest, op: Op, id: string) => {
       const v = singleHeader(req.headers['if-match']);
       if (v === undefined || v.trim() === '') {
+        const a = authorize(req, type, op);
         const existing = await store.get(type, id);
         if (!existing) throw new ApiError('NotFound', `${type.kind} ${id} does not exist`);
         checkOwner(req, type, a, existing.doc, id);
@@ -156,17 +119,17 @@ export function registerObjectRoutes(app: FastifyInstance, ctx: ServiceContext) 
       return ifMatchOf(req);
     };
 
-    const update = async (req: FastifyRequest, reply: FastifyReply, id: string) => {
-      const a = authorize(req, type, 'update');
-      const ifMatch = await checkExisting(req, a, id, await requireIfMatch(req, a, id), 'update');
-      refuseFractionalSeconds(writable, req.body);
-      // The fields a script sets pass the same field rules as the caller's own.
-      if (await beforeObjectWrite(ctx, req, type, id)) checkFields(req, (await store.get(type, id))?.doc);
-      const { obj, changed } = await store.update(type, id, req.body ?? {}, ifMatch, {
-        userId: principalOf(req).userId,
+    const update = async (req: FastifyRequest, reply: FastifyReply, id: string, patch: boolean) => {
+      const ifMatch = await requireIfMatch(req, 'update', id);
+      const { obj, changed } = await writes.write({
+        actor: principalOf(req),
+        type,
+        op: patch ? 'patch' : 'update',
+        id,
+        body: req.body,
+        ifMatch,
       });
-      if (changed) await afterObjectWrite(ctx, type, obj, false);
-      setObjectHeaders(reply, type, obj);
+      if (obj) setObjectHeaders(reply, type, obj);
       return reply.code(changed ? 204 : 304).send();
     };
 
@@ -176,13 +139,14 @@ export function registerObjectRoutes(app: FastifyInstance, ctx: ServiceContext) 
         const bad = type.checkName(id);
         if (bad) throw new ApiError('BadRequest', `the name ${JSON.stringify(id)} ${bad}`, { field: 'id' });
       }
-      await beforeObjectWrite(ctx, req, type, undefined);
-      checkFields(req, undefined);
-      refuseFractionalSeconds(writable, req.body);
-      const { obj, response } = await store.create(type, req.body ?? {}, id, {
-        userId: principalOf(req).userId,
+      const { obj, response } = await writes.write({
+        actor: principalOf(req),
+        type,
+        op: 'create',
+        id,
+        body: req.body,
       });
-      await afterObjectWrite(ctx, type, obj, true);
+      if (!obj) throw new ApiError('Internal', 'the write stored nothing');
       setObjectHeaders(reply, type, obj);
       reply.code(201);
       if (response) return reply.type('application/json').send(JSON.stringify({ ...obj.doc, ...response }));
@@ -190,17 +154,17 @@ export function registerObjectRoutes(app: FastifyInstance, ctx: ServiceContext) 
     };
 
     const remove = async (req: FastifyRequest, reply: FastifyReply, id: string) => {
-      const a = authorize(req, type, 'delete');
-      const ifMatch = await checkExisting(req, a, id, await requireIfMatch(req, a, id), 'delete');
-      await store.delete(type, id, ifMatch);
+      const ifMatch = await requireIfMatch(req, 'delete', id);
+      await writes.write({ actor: principalOf(req), type, op: 'delete', id, ifMatch });
       return reply.code(204).send();
     };
 
     if (type.identity === 'singleton') {
       app.get(collection, (req, reply) => get(req, reply, TENANT_ID));
-      app.put(collection, (req, reply) => update(req, reply, TENANT_ID));
+      app.put(collection, (req, reply) => update(req, reply, TENANT_ID, false));
+      app.patch(collection, (req, reply) => update(req, reply, TENANT_ID, true));
       app.route({
-        method: ['POST', 'DELETE', 'PATCH'],
+        method: ['POST', 'DELETE'],
         url: collection,
         handler: () => notAllowed(type, true),
       });
@@ -238,7 +202,10 @@ export function registerObjectRoutes(app: FastifyInstance, ctx: ServiceContext) 
       has('get') ? get(req, reply, req.params.id) : notAllowed(type, true),
     );
     app.put<{ Params: IdParams }>(item, (req, reply) =>
-      has('update') ? update(req, reply, req.params.id) : notAllowed(type, true),
+      has('update') ? update(req, reply, req.params.id, false) : notAllowed(type, true),
+    );
+    app.patch<{ Params: IdParams }>(item, (req, reply) =>
+      has('update') ? update(req, reply, req.params.id, true) : notAllowed(type, true),
     );
     app.delete<{ Params: IdParams }>(item, (req, reply) =>
       has('delete') ? remove(req, reply, req.params.id) : notAllowed(type, true),
@@ -246,7 +213,6 @@ export function registerObjectRoutes(app: FastifyInstance, ctx: ServiceContext) 
     app.post<{ Params: IdParams }>(item, (req, reply) =>
       type.identity === 'named' && has('create') ? create(req, reply, req.params.id) : notAllowed(type, true),
     );
-    app.route({ method: 'PATCH', url: item, handler: () => notAllowed(type, true) });
   }
 }
 

@@ -1,17 +1,14 @@
-import { randomBytes } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { InteractionResults, Provider } from 'oidc-provider';
-import { encryptSecret } from '../auth/factors/secrets.js';
 import { signIntent } from '../auth/intents.js';
-import { hasAnyScope } from '../auth/permissions.js';
 import { intentDevice } from '../auth/session/authenticator.js';
 import { setSessionCookie } from '../auth/session/cookies.js';
 import { endRequestSession, pendingCookies, requestSession } from '../auth/session/sessions.js';
 import { ApiError } from '../core/errors.js';
 import { signinBase } from '../groups/check.js';
 import { App } from '../objects/app.js';
-import { secretAad } from '../oidc/clients.js';
+import { issueClientSecret } from '../oidc/clientsecret.js';
 import { checkFormToken, formToken, grantConsent, nextStep } from '../oidc/interaction.js';
 import { addSigningKey } from '../oidc/keys.js';
 import {
@@ -23,9 +20,11 @@ import {
   providerOf,
   tenantName,
 } from '../oidc/provider.js';
+import { enforce } from '../policy/decide.js';
 import type { ServiceContext } from '../store/context.js';
 import { consentPage, messagePage, providerPages, reauthPage } from '../web/oidcpages.js';
 import { PAGE_CSP } from '../web/routes.js';
+import { principalOf } from './objects.js';
 
 const NONE = { config: { auth: 'none' as const } };
 const callbacks = new WeakMap<Provider, ReturnType<Provider['callback']>>();
@@ -249,16 +248,8 @@ export async function registerOidcRoutes(app: FastifyInstance, ctx: ServiceConte
   // Admin: issue (or replace) an App's client secret. Shown once; kept encrypted (the provider
   // compares it in constant time, so it needs the secret itself, not a hash).
   app.post('/apps/:id/oidc/secret', async (req, reply) => {
-    const p = req.principal;
-    if (!p || !hasAnyScope(p, []))
-      throw new ApiError('Forbidden', 'only an administrator may issue client secrets');
     const { id } = req.params as { id: string };
-    const secret = randomBytes(32).toString('base64url');
-    const box = await encryptSecret(ctx, secret, secretAad(id));
-    const saved = await ctx.store.systemPut(App, id, (doc, hidden) =>
-      doc ? { doc: { ...doc, HaveOIDCSecret: true }, secret: { ...hidden, OIDCSecretBox: box } } : null,
-    );
-    if (!saved) throw new ApiError('NotFound', `App ${id} does not exist`);
+    const secret = await issueClientSecret(ctx, principalOf(req), id);
     reply.header('Cache-Control', 'no-store');
     return reply
       .code(201)
@@ -269,9 +260,7 @@ export async function registerOidcRoutes(app: FastifyInstance, ctx: ServiceConte
   // Admin: a new signing key, published at once by this instance and within a minute by the others,
   // signs once every instance publishes it (PUBLISH_LEAD_MS); the old ones stay published until their tokens expire.
   app.post(`${OIDC_PREFIX}/keys/rotate`, async (req, reply) => {
-    const p = req.principal;
-    if (!p || !hasAnyScope(p, []))
-      throw new ApiError('Forbidden', 'only an administrator may rotate signing keys');
+    await enforce(ctx, principalOf(req), 'OIDC.rotate-keys', { kind: 'Policy', id: '' });
     const kid = await addSigningKey(ctx);
     await providerOf(ctx, providerPages, true);
     reply.header('Cache-Control', 'no-store');

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
-import { hasAnyScope } from '../auth/permissions.js';
 import { ApiError } from '../core/errors.js';
 import { serviceMetrics } from '../metrics/prometheus.js';
+import { decide } from '../policy/decide.js';
 import type { ServiceContext } from '../store/context.js';
 import { principalOf } from './objects.js';
 
@@ -18,7 +18,7 @@ export function registerPrometheusRoutes(app: FastifyInstance, ctx: ServiceConte
     metrics.observe(req.method, req.routeOptions.url, reply.statusCode, reply.elapsedTime / 1000);
   });
   app.get(PROMETHEUS_PATH, async (req, reply) => {
-    if (!hasAnyScope(principalOf(req), ['audit']))
+    if (!(await decide(ctx, principalOf(req), 'Metrics.read', { kind: 'Policy', id: '' })).Allowed)
       throw new ApiError('Forbidden', 'the Prometheus metrics need an admin or audit key');
     reply.header('Cache-Control', 'no-store');
     return reply.type(metrics.registry.contentType).send(await metrics.registry.metrics());

@@ -11,6 +11,7 @@ import { registerHealthRoutes } from './health.js';
 import { registerObjectRoutes } from './objects.js';
 import { registerOidcRoutes } from './oidc.js';
 import { registerOpenApiRoutes } from './openapi.js';
+import { registerPolicyRoutes } from './policy.js';
 import { registerPrometheusRoutes } from './prometheus.js';
 import { registerScriptRoutes } from './scripts.js';
 import { registerUserRoutes } from './users.js';
@@ -36,4 +37,5 @@ export const registrars: Registrar[] = [
   registerPrometheusRoutes,
   registerAuditRoutes,
   registerScriptRoutes,
+  registerPolicyRoutes,
 ];

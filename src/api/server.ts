@@ -18,11 +18,14 @@ import { fieldSegment, mayHoldUnstorable, unstorableAt } from '../core/text.js';
 import { limitUnusedBody } from '../core/unusedbody.js';
 import type { ServiceContext } from '../store/context.js';
 import { databaseDown, databaseUnavailable } from '../store/unavailable.js';
+import { WritePath } from '../writes/path.js';
 import { registrars } from './routes.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
     principal: Principal | undefined;
+    /** The policy rule that refused the request, if one did (the audit trail records it). */
+    refusedBy?: string;
   }
   interface FastifyContextConfig {
     /** required (default): 401 without credentials; optional: principal if any; none: not even looked at. */
@@ -79,7 +82,9 @@ class RequestLog extends LogController {
 }
 
 export async function createServer(opts: ServerOptions): Promise<FastifyInstance> {
-  const { https, requestTimeoutMs, idleTimeoutMs, ...ctx } = opts;
+  const { https, requestTimeoutMs, idleTimeoutMs, ...given } = opts;
+  const ctx: ServiceContext = { ...given };
+  ctx.writes ??= new WritePath(ctx);
   const trusted = splitList(ctx.config.server.trustproxy);
   const app = Fastify({
     ...(https ? { https } : {}),
@@ -183,6 +188,7 @@ export async function createServer(opts: ServerOptions): Promise<FastifyInstance
       req.log.error({ err }, 'unhandled error');
       e = new ApiError('Internal', 'internal error; the request id identifies it in the logs');
     }
+    if (e.rule) req.refusedBy = e.rule;
     return sendError(e, req, reply);
   });
 

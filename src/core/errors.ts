@@ -28,6 +28,8 @@ export const ErrorCodes = {
   /** A membership operation not allowed from the membership's current state (docs/groups.md). */
   InvalidTransition: { status: 409, code: 'Invalid Transition' },
   SessionConflict: { status: 409, code: 'Session Conflict' },
+  /** The change would leave no active administrator (Admin, Active, not Disabled): docs/security.md. */
+  LastAdministrator: { status: 409, code: 'Last Administrator' },
   PreconditionFailed: { status: 412, code: 'Precondition Failed' },
   PayloadTooLarge: { status: 413, code: 'Payload Too Large' },
   UnsupportedMediaType: { status: 415, code: 'Unsupported Media Type' },
@@ -71,11 +73,13 @@ export class ApiError extends Error {
   readonly code: string;
   readonly field: string | undefined;
   readonly headers: Record<string, string>;
+  /** The policy rule that refused the request (src/policy), recorded in the audit trail. */
+  readonly rule: string | undefined;
 
   constructor(
     kind: ErrorKind,
     message: string,
-    opts: { field?: string; headers?: Record<string, string> } = {},
+    opts: { field?: string; headers?: Record<string, string>; rule?: string } = {},
   ) {
     super(message);
     this.name = 'ApiError';
@@ -83,6 +87,7 @@ export class ApiError extends Error {
     this.code = ErrorCodes[kind].code;
     this.field = opts.field;
     this.headers = opts.headers ?? {};
+    this.rule = opts.rule;
   }
 
   body(requestId?: string): ErrorBody {

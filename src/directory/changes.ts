@@ -11,7 +11,7 @@ import { type Doc, timestampMs } from '../schema/fields.js';
 import type { ServiceContext } from '../store/context.js';
 import { generatePassword, openPassword, readyPasswordKey, sealPassword } from './passwords.js';
 import { type ChangeOp, type ChangeRole, changeTarget, planTarget } from './states.js';
-import { allOf, eq } from './store.js';
+import { allOf } from './store.js';
 
 /** The account a change is about: one per (target, user). */
 export const accountIdOf = (appId: string, userId: string) => `${appId}.${userId}`;
@@ -96,7 +96,7 @@ export async function transitionPlan(
     return { doc: next };
   });
   const from = op === 'approve' ? ['planned'] : ['planned', 'approved', 'failed'];
-  for (const c of await allOf(ctx.store, AccountChange, [eq('PlanID', planId)])) {
+  for (const c of await allOf(ctx.store, AccountChange, { PlanID: planId })) {
     if (!from.includes(String(c.State))) continue;
     await transitionChange(ctx, String(c.ID), op, role, by).catch((e: unknown) => {
       // Moved on meanwhile (claimed, cancelled): the table refused it, which is the answer.
@@ -148,14 +148,14 @@ export async function claimChanges(
 ): Promise<ClaimedChange[]> {
   const app = (await ctx.store.get(App, appId))?.doc ?? {};
   if (!(await needsApproval(ctx))) {
-    for (const c of await allOf(ctx.store, AccountChange, [eq('AppID', appId), eq('State', 'planned')]))
+    for (const c of await allOf(ctx.store, AccountChange, { AppID: appId, State: 'planned' }))
       await transitionChange(ctx, String(c.ID), 'approve', 'system', 'system').catch(() => undefined);
   }
   // Oldest approval first; a change whose account has another change in progress is skipped (the
   // Applying key of AccountChange makes that check part of the claim's transaction).
   const candidates = [
-    ...(await allOf(ctx.store, AccountChange, [eq('AppID', appId), eq('State', 'in_progress')])),
-    ...(await allOf(ctx.store, AccountChange, [eq('AppID', appId), eq('State', 'approved')])).sort((x, y) =>
+    ...(await allOf(ctx.store, AccountChange, { AppID: appId, State: 'in_progress' })),
+    ...(await allOf(ctx.store, AccountChange, { AppID: appId, State: 'approved' })).sort((x, y) =>
       String(x.ApprovedTime).localeCompare(String(y.ApprovedTime)),
     ),
   ];

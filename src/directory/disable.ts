@@ -5,10 +5,12 @@ import { AccountChange } from '../objects/accountchange.js';
 import { APIKey } from '../objects/apikey.js';
 import { App } from '../objects/app.js';
 import { User } from '../objects/user.js';
+import { enforce } from '../policy/decide.js';
 import type { Doc } from '../schema/fields.js';
+import type { Principal } from '../schema/principal.js';
 import type { ServiceContext } from '../store/context.js';
 import { createChanges, transitionChange } from './changes.js';
-import { allOf, eq } from './store.js';
+import { allOf } from './store.js';
 
 /** The body of POST /users/:id/disable (docs/directory.md). */
 export interface DisableUserResult {
@@ -37,10 +39,19 @@ export interface DisableUserResult {
  */
 export async function disableUser(
   ctx: ServiceContext,
+  actor: Principal,
   userId: string,
-  by: string,
   reason = '',
 ): Promise<DisableUserResult> {
+  const by = actor.userId;
+  const stored = await ctx.store.get(User, userId);
+  if (!stored) {
+    await enforce(ctx, actor, 'User.disable', { kind: User.kind, id: userId });
+    throw new ApiError('NotFound', `User ${userId} does not exist`);
+  }
+  // The same rules as a PUT of Disabled, and more: the privilege ceiling covers the keys the user
+  // owns (disabling revokes them), and the last active administrator stays.
+  await enforce(ctx, actor, 'User.disable', { kind: User.kind, id: userId, doc: stored.doc });
   const user = await ctx.store.systemPut(User, userId, (doc) => {
     if (!doc) throw new ApiError('NotFound', `User ${userId} does not exist`);
     return { doc: { ...doc, Disabled: true } };
@@ -49,12 +60,12 @@ export async function disableUser(
   const sessions = (await listSessions(ctx, userId)).length;
   await deleteUserSessions(ctx, userId);
   const keys: string[] = [];
-  for (const k of await allOf(ctx.store, APIKey, [eq('UserID', userId)])) {
+  for (const k of await allOf(ctx.store, APIKey, { UserID: userId })) {
     await ctx.store.systemPut(APIKey, String(k.ID), () => null);
     keys.push(String(k.ID));
   }
   const cancelled: string[] = [];
-  for (const c of await allOf(ctx.store, AccountChange, [eq('UserID', userId)])) {
+  for (const c of await allOf(ctx.store, AccountChange, { UserID: userId })) {
     if (
       (c.Action !== 'create' && c.Action !== 'modify') ||
       !['planned', 'approved', 'failed'].includes(String(c.State))
@@ -65,7 +76,7 @@ export async function disableUser(
       .catch(() => undefined); // claimed meanwhile: it finishes, and the change below follows it
   }
   const accounts: DisableUserResult['Accounts'] = [];
-  for (const a of await allOf(ctx.store, Account, [eq('UserID', userId)])) {
+  for (const a of await allOf(ctx.store, Account, { UserID: userId })) {
     const app = (await ctx.store.get(App, String(a.AppID)))?.doc ?? {};
     const action = (app.Accounts as Doc | undefined)?.OnRemove === 'delete' ? 'delete' : 'disable';
     if (action === 'disable' && a.State === 'disabled') continue;

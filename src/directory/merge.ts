@@ -11,12 +11,14 @@ import { Group } from '../objects/group.js';
 import { Membership, membershipId } from '../objects/membership.js';
 import { User } from '../objects/user.js';
 import { VouchRequest } from '../objects/vouchrequest.js';
+import { enforce } from '../policy/decide.js';
 import type { Doc } from '../schema/fields.js';
+import type { Principal } from '../schema/principal.js';
 import type { ObjectType } from '../schema/type.js';
 import type { ServiceContext } from '../store/context.js';
 import { accountIdOf } from './changes.js';
 import { openPassword, sealPassword } from './passwords.js';
-import { allOf, eq } from './store.js';
+import { allOf } from './store.js';
 
 /**
  * Per-user records that move by rewriting user-ID fields: THE list a new per-user object type
@@ -51,7 +53,13 @@ const RANK: Record<string, number> = { expired: 1, requested: 2, approved: 3, ac
  * left disabled with MergedInto pointing at the target. Each step is idempotent, so a merge cut
  * short is finished by sending it again.
  */
-export async function mergeUsers(ctx: ServiceContext, toId: string, fromId: string): Promise<void> {
+export async function mergeUsers(
+  ctx: ServiceContext,
+  actor: Principal,
+  toId: string,
+  fromId: string,
+): Promise<void> {
+  await enforce(ctx, actor, 'User.merge-into', { kind: User.kind, id: toId });
   if (fromId === '' || fromId === toId)
     throw new ApiError('BadRequest', 'give the user to merge from (?from=<id>), other than the target', {
       field: 'from',
@@ -60,6 +68,9 @@ export async function mergeUsers(ctx: ServiceContext, toId: string, fromId: stri
   if (!to) throw new ApiError('NotFound', `User ${toId} does not exist`);
   const from = await ctx.store.get(User, fromId);
   if (!from) throw new ApiError('NotFound', `User ${fromId} does not exist`);
+  // Both users: the target gains the other's factors, the merged-away user stops signing in.
+  await enforce(ctx, actor, 'User.merge-into', { kind: User.kind, id: toId, doc: to.doc });
+  await enforce(ctx, actor, 'User.merge', { kind: User.kind, id: fromId, doc: from.doc });
   if (to.doc.MergedInto)
     throw new ApiError('Conflict', `User ${toId} was merged into ${String(to.doc.MergedInto)}`);
   if (from.doc.MergedInto && from.doc.MergedInto !== toId)
@@ -86,7 +97,7 @@ export async function mergeUsers(ctx: ServiceContext, toId: string, fromId: stri
     };
   });
   await deleteUserSessions(ctx, fromId);
-  for (const k of await allOf(ctx.store, APIKey, [eq('UserID', fromId)]))
+  for (const k of await allOf(ctx.store, APIKey, { UserID: fromId }))
     await ctx.store.systemPut(APIKey, String(k.ID), () => null);
 
   // 2. The target takes what it lacks.
@@ -132,7 +143,7 @@ export async function mergeUsers(ctx: ServiceContext, toId: string, fromId: stri
   await moveLinks(ctx, fromId, toId);
   for (const { type, fields } of PER_USER_RECORDS) {
     for (const field of fields) {
-      for (const r of await allOf(ctx.store, type, [eq(field, fromId)])) {
+      for (const r of await allOf(ctx.store, type, { [field]: fromId })) {
         await ctx.store.systemPut(type, String(r.ID), (doc) => {
           if (!doc) return null;
           const next: Doc = { ...doc, [field]: toId };
@@ -154,7 +165,7 @@ export async function mergeUsers(ctx: ServiceContext, toId: string, fromId: stri
 }
 
 async function moveMemberships(ctx: ServiceContext, fromId: string, toId: string) {
-  for (const m of await allOf(ctx.store, Membership, [eq('UserID', fromId)])) {
+  for (const m of await allOf(ctx.store, Membership, { UserID: fromId })) {
     const groupId = String(m.GroupID);
     await ctx.store.systemPut(Membership, membershipId(groupId, toId), (doc) => {
       const mine = doc?.State;
@@ -171,7 +182,7 @@ async function moveMemberships(ctx: ServiceContext, fromId: string, toId: string
 }
 
 async function moveAccounts(ctx: ServiceContext, fromId: string, toId: string) {
-  for (const a of await allOf(ctx.store, Account, [eq('UserID', fromId)])) {
+  for (const a of await allOf(ctx.store, Account, { UserID: fromId })) {
     const appId = String(a.AppID);
     const newId = accountIdOf(appId, toId);
     if (await ctx.store.get(Account, newId)) continue; // the target has its own: the from user's stays (disabled user)

@@ -1,6 +1,9 @@
 import { randomInt } from 'node:crypto';
 import { decryptSecret, encryptSecret } from '../auth/factors/secrets.js';
 import { secretsKey } from '../auth/session/keys.js';
+import { ApiError } from '../core/errors.js';
+import { nowStamp } from '../groups/lifecycle.js';
+import { Account } from '../objects/account.js';
 import type { ServiceContext } from '../store/context.js';
 
 /**
@@ -41,3 +44,31 @@ export const openPassword = (ctx: Pick<ServiceContext, 'db'>, box: string, holde
 export const readyPasswordKey = async (ctx: Pick<ServiceContext, 'db'>) => {
   await secretsKey(ctx);
 };
+
+/**
+ * Hands out an account's initial password once, to the account's user or an administrator
+ * (the route checked which): in one transaction, so of two concurrent fetches exactly one gets it.
+ */
+export async function fetchInitialPassword(
+  ctx: ServiceContext,
+  accountId: string,
+  by: string,
+): Promise<string> {
+  let password: string | undefined;
+  await readyPasswordKey(ctx);
+  await ctx.store.systemPut(Account, accountId, async (doc, secret) => {
+    if (!doc || typeof secret.InitialPassword !== 'string') return doc ? { doc } : null;
+    password = await openPassword(ctx, secret.InitialPassword, accountId);
+    const { InitialPassword: _gone, ...rest } = secret;
+    return {
+      doc: { ...doc, HaveInitialPassword: false, PasswordFetchTime: nowStamp(), PasswordFetchedBy: by },
+      secret: rest,
+    };
+  });
+  if (password === undefined)
+    throw new ApiError(
+      'NotFound',
+      'this account has no initial password (it was fetched already, or never set)',
+    );
+  return password;
+}

@@ -5,7 +5,7 @@ import { Membership } from '../objects/membership.js';
 import type { Doc } from '../schema/fields.js';
 import type { ServiceContext } from '../store/context.js';
 import { accountIdOf, deriveAccountName } from './changes.js';
-import { allOf, eq } from './store.js';
+import { allOf } from './store.js';
 
 /** One suggested change: the body of an AccountChange, with why. */
 export interface AccountSuggestion {
@@ -29,17 +29,15 @@ const OPEN = new Set(['planned', 'approved', 'in_progress', 'failed']);
 export async function suggestAccountChanges(ctx: ServiceContext, user: Doc): Promise<AccountSuggestion[]> {
   const userId = String(user.ID);
   const active = new Set(
-    (await allOf(ctx.store, Membership, [eq('UserID', userId), eq('State', 'active')])).map((m) =>
-      String(m.GroupID),
-    ),
+    (await allOf(ctx.store, Membership, { UserID: userId, State: 'active' })).map((m) => String(m.GroupID)),
   );
   const open = new Set(
-    (await allOf(ctx.store, AccountChange, [eq('UserID', userId)]))
+    (await allOf(ctx.store, AccountChange, { UserID: userId }))
       .filter((c) => OPEN.has(String(c.State)))
       .map((c) => String(c.AppID)),
   );
   const accounts = new Map(
-    (await allOf(ctx.store, Account, [eq('UserID', userId)])).map((a) => [String(a.AppID), a]),
+    (await allOf(ctx.store, Account, { UserID: userId })).map((a) => [String(a.AppID), a]),
   );
   const out: AccountSuggestion[] = [];
   for (const app of await allOf(ctx.store, App)) {

@@ -1,5 +1,5 @@
 import { AuditEntry, auditAfter, auditEvents, lastAuditSeq } from '../audit/trail.js';
-import { hasAnyScope } from '../auth/permissions.js';
+import { decide } from '../policy/decide.js';
 import { StreamError } from './protocol.js';
 import type { SpecialKind } from './special.js';
 
@@ -15,7 +15,7 @@ export const AUDIT_POLL_MS = 1000;
  */
 export const auditKind: SpecialKind = {
   async subscribe(ctx) {
-    if (!hasAnyScope(ctx.principal, ['audit']))
+    if (!(await decide(ctx.service, ctx.principal, 'Audit.read', { kind: 'Policy', id: '' })).Allowed)
       throw new StreamError(403, 'your credentials may not read AuditEntry objects');
     if (ctx.id !== undefined) throw new StreamError(400, 'AuditEntry is followed as a whole: omit ID');
     const db = ctx.service.db;

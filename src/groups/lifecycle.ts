@@ -4,6 +4,7 @@ import { insideRegions } from '../core/regions.js';
 import { Group } from '../objects/group.js';
 import { Membership, membershipId } from '../objects/membership.js';
 import { User } from '../objects/user.js';
+import { enforce } from '../policy/decide.js';
 import { type Doc, normalizeTimestamp, timestampMs, ZERO_TIME } from '../schema/fields.js';
 import type { ServiceContext } from '../store/context.js';
 import type { StoredObject } from '../store/objects.js';
@@ -183,6 +184,15 @@ export async function applyOp(
 ): Promise<OpResult> {
   const { op, group, userId, actor, roles, reason } = opts;
   const id = membershipId(group.ID, userId);
+  // Who may act on this user and this group is the policy's to say (the privilege ceiling); the
+  // table below says only which operations the caller's roles allow from which state.
+  if (actor !== 'system' && op !== 'expire')
+    await enforce(ctx, actor, `Membership.${op}`, {
+      kind: 'Membership',
+      id,
+      userId,
+      group: group as unknown as Doc,
+    });
   if (op !== 'expire') await expireIfDue(ctx, group, userId);
   let from: State = 'none';
   let created = false;

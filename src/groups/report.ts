@@ -6,7 +6,8 @@ import { User } from '../objects/user.js';
 import { type Doc, ZERO_TIME } from '../schema/fields.js';
 import type { ObjectType } from '../schema/type.js';
 import type { ServiceContext } from '../store/context.js';
-import { parseListQuery, type RawListQuery } from '../store/listquery.js';
+import { iterateQuery } from '../store/find.js';
+import type { RawListQuery } from '../store/listquery.js';
 import { expiryDue, type GroupSettings, groupSettings } from './lifecycle.js';
 
 /** The report's columns, in order (spec "Group approvals report", R-038). */
@@ -29,12 +30,7 @@ export async function* iterateObjects(
   type: ObjectType,
   raw: RawListQuery,
 ): AsyncGenerator<Doc> {
-  const page = await ctx.store.list(type, parseListQuery(type, raw));
-  for await (const chunk of page.chunks) {
-    for (const line of chunk.split('\n')) {
-      if (line !== '') yield (JSON.parse(line) as { Item: Doc }).Item;
-    }
-  }
+  yield* iterateQuery(ctx.store, type, raw);
 }
 
 /** A tiny per-request cache, so a group or approver seen on many rows is read once. */

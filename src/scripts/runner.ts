@@ -7,7 +7,8 @@ import { TENANT_ID, Tenant } from '../objects/tenant.js';
 import type { Doc } from '../schema/fields.js';
 import type { ObjectType } from '../schema/type.js';
 import type { ServiceContext } from '../store/context.js';
-import { parseListQuery, type RawListQuery } from '../store/listquery.js';
+import { iterateQuery, iterateWhere } from '../store/find.js';
+import type { RawListQuery } from '../store/listquery.js';
 import type { ObjectStore } from '../store/objects.js';
 import { type LogEntry, recordRun } from './logs.js';
 import { HOST_LIMITS, sandboxPool } from './pool.js';
@@ -89,11 +90,9 @@ interface Cached {
 const CACHE_MS = 5000;
 const caches = new WeakMap<ObjectStore, { value?: Cached; listening?: boolean }>();
 
-export async function* iterate(ctx: ServiceContext, type: ObjectType, raw: RawListQuery) {
-  const page = await ctx.store.list(type, parseListQuery(type, raw));
-  for await (const chunk of page.chunks)
-    for (const line of chunk.split('\n')) if (line !== '') yield (JSON.parse(line) as { Item: Doc }).Item;
-}
+/** The objects a list query selects (src/store/find.ts). */
+export const iterate = (ctx: ServiceContext, type: ObjectType, raw: RawListQuery) =>
+  iterateQuery(ctx.store, type, raw);
 
 async function loaded(ctx: ServiceContext): Promise<Cached> {
   let c = caches.get(ctx.store);
@@ -146,8 +145,7 @@ export async function hasScripts(ctx: ServiceContext, hook: HookName): Promise<b
 export async function groupsOf(ctx: ServiceContext, userId: string): Promise<Doc[]> {
   if (userId === '') return [];
   const out: Doc[] = [];
-  const filter = `UserID = ${JSON.stringify(userId)}`;
-  for await (const m of iterate(ctx, Membership, { filter, order: ['GroupID'] })) {
+  for await (const m of iterateWhere(ctx.store, Membership, { UserID: userId }, ['GroupID'])) {
     const g = await ctx.store.get(Group, String(m.GroupID));
     out.push({ ID: String(m.GroupID), Name: String(g?.doc.Name ?? ''), State: String(m.State ?? '') });
   }

@@ -1,8 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { FIELD_RULES, PRIVILEGE_OF } from '../../src/auth/permissions.js';
 import { ErrorCodes } from '../../src/core/errors.js';
 import { renderFieldDocs } from '../../src/objects/docs.js';
 import { objectTypes } from '../../src/objects/registry.js';
+import { FIELD_RULES } from '../../src/policy/grants.js';
+import { PRIVILEGE_OF } from '../../src/policy/privilege.js';
 import { docSection, docTable } from '../docs.js';
 
 describe('docs/api.md', () => {

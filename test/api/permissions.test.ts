@@ -276,6 +276,31 @@ describe.each(backends())('the permission matrix of docs/api.md holds on %s', (b
       expect(u.statusCode, u.body).toBe(201);
       return { url: `/users/${u.headers['x-id']}` };
     }
+    if (kind === 'Group' || kind === 'AccountChange') {
+      n++;
+      const admin = await s.req({
+        method: 'POST',
+        url: '/users',
+        payload: { Email: `adm${n}@example.com`, Admin: true, Active: true },
+      });
+      const adminId = admin.headers['x-id'] as string;
+      if (kind === 'Group') {
+        // A group an administrator is in: who approves it, or joins it, gains power over him.
+        const g = await s.req({ method: 'POST', url: '/groups', payload: { Name: `with-admin-${n}` } });
+        const gid = g.headers['x-id'] as string;
+        const m = await s.req({ method: 'POST', url: `/groups/${gid}/members/${adminId}` });
+        expect(m.statusCode, m.body).toBe(201);
+        return { url: `/groups/${gid}` };
+      }
+      const app = await s.req({ method: 'POST', url: '/apps', payload: { Name: `app-${n}` } });
+      const c = await s.req({
+        method: 'POST',
+        url: '/accountchanges',
+        payload: { UserID: adminId, AppID: app.headers['x-id'], Action: 'create', AccountName: `adm${n}` },
+      });
+      expect(c.statusCode, c.body).toBe(201);
+      return { url: `/accountchanges/${c.headers['x-id']}` };
+    }
     expect(kind).toBe('APIKey');
     const k = await s.req({
       method: 'POST',
@@ -298,7 +323,8 @@ describe.each(backends())('the permission matrix of docs/api.md holds on %s', (b
           const headers = { 'if-match': current.headers.etag as string };
           const body = current.json();
           if (kind === 'User') body.Email = `taken-${n}@example.com`;
-          else body.Name = 'renamed';
+          else if (kind === 'AccountChange') body.Reason = 'renamed';
+          else body.Name = kind === 'Group' ? `renamed-${n}` : 'renamed';
           const res =
             op === 'update'
               ? await s.req({ method: 'PUT', url, payload: body, headers, key: me.key })

@@ -36,7 +36,10 @@ describe.each(backends())('audit trail on %s', (backend) => {
     });
     const userId = created.headers['x-id'] as string;
     await s.req({ method: 'GET', url: `/users/${userId}` });
-    const { items } = await audit(`${f(`ObjectID = ""`)}&${f(`Kind = "User"`)}&order=-TimeMs&limit=5`);
+    // A create names the object it made (its X-Id), so the trail can say "created user …".
+    const { items } = await audit(
+      `${f(`ObjectID = ${JSON.stringify(userId)}`)}&${f(`Kind = "User"`)}&order=-TimeMs&limit=5`,
+    );
     const mine = items.find((e) => e.RequestID === created.headers['x-request-id']);
     expect(mine).toMatchObject({
       Method: 'POST',
@@ -47,6 +50,8 @@ describe.each(backends())('audit trail on %s', (backend) => {
       Via: 'apikey',
       UserAgent: 'auditor-test/1',
       Address: '127.0.0.1',
+      ObjectID: userId,
+      Rule: '',
     });
     expect(String(mine?.KeyID)).not.toBe('');
     const get = await audit(f(`ObjectID = ${JSON.stringify(userId)}`));

@@ -9,6 +9,7 @@ import { disableUser } from '../../src/directory/disable.js';
 import { suggestMerges } from '../../src/directory/mergesuggest.js';
 import { APIKey, hashApiKey } from '../../src/objects/apikey.js';
 import { User } from '../../src/objects/user.js';
+import { SYSTEM } from '../../src/policy/actor.js';
 import { openDb } from '../../src/store/db.js';
 import { migrate } from '../../src/store/migrations.js';
 import { ObjectStore } from '../../src/store/objects.js';
@@ -192,7 +193,7 @@ describe.each(backends())('disable and merge on %s', (backend) => {
         logger: pino({ level: 'silent' }),
         config: loadServiceConfig({ env: {} }),
       };
-      await disableUser(ctx, user.id, '');
+      await disableUser(ctx, SYSTEM, user.id, '');
       // Gone for good: not just refused because the user is disabled.
       expect(
         await a.get(APIKey, String((await b.findByKey(APIKey, 'KeyHash', hashApiKey(key)))?.id ?? 'none')),

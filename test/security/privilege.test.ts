@@ -408,7 +408,7 @@ describe.each(backends())('privilege-bearing fields on %s', (backend) => {
 
   it('no key ever lists a scope its creator lacks, in any order or repetition (APIKey.Scopes)', async () => {
     // Keys are admin-only in the matrix today; the field rule holds even so, as checked directly.
-    const { checkFieldRules } = await import('../../src/auth/permissions.js');
+    const { checkFieldRules } = await import('../../src/policy/grants.js');
     const { SCOPES } = await import('../../src/schema/type.js');
     await fc.assert(
       fc.property(

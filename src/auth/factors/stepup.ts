@@ -1,6 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError } from '../../core/errors.js';
 import { User } from '../../objects/user.js';
+import { decide } from '../../policy/decide.js';
 import type { Doc } from '../../schema/fields.js';
 import type { ServiceContext } from '../../store/context.js';
 import {
@@ -12,7 +13,6 @@ import {
   requiredLevel,
   tenantDoc,
 } from '../integrity.js';
-import { hasAnyScope } from '../permissions.js';
 import { insufficientIntegrity } from '../session/authenticator.js';
 import { deleteUserSessions, mutateRequestSession, requestSession } from '../session/sessions.js';
 
@@ -100,7 +100,10 @@ export async function credentialChange(
   if (!p) throw new ApiError('Unauthenticated', 'authentication required');
   const named = target ?? queryUser(req);
   if (p.via !== 'session') {
-    if (!hasAnyScope(p, ['admin']) || named === undefined)
+    const reset =
+      named !== undefined &&
+      (await decide(ctx, p, 'User.credentials-reset', { kind: 'User', id: named, userId: named })).Allowed;
+    if (!reset)
       throw new ApiError(
         'Forbidden',
         "API keys change credentials only as an administrator's reset (admin scope, ?user=<id>); people change their own in a signed-in session",
@@ -115,8 +118,11 @@ export async function credentialChange(
   const has = provenLevel(session);
   const userId = named ?? p.userId;
   if (userId !== p.userId) {
-    if (!hasAnyScope(p, ['admin']))
-      throw new ApiError('Forbidden', "only administrators may change another user's credentials");
+    const may = await decide(ctx, p, 'User.credentials-reset', { kind: 'User', id: userId, userId });
+    if (!may.Allowed)
+      throw new ApiError('Forbidden', "only administrators may change another user's credentials", {
+        rule: may.Rule,
+      });
     const need = requiredLevel(tenant, 'admin');
     if (has < need)
       throw await insufficientIntegrity(

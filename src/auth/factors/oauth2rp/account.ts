@@ -1,7 +1,8 @@
 import { ApiError } from '../../../core/errors.js';
 import { User } from '../../../objects/user.js';
+import { SYSTEM } from '../../../policy/actor.js';
 import type { Doc } from '../../../schema/fields.js';
-import type { ServiceContext } from '../../../store/context.js';
+import { type ServiceContext, writerOf } from '../../../store/context.js';
 import { userUsable } from '../../apikeys.js';
 import { tenantDoc } from '../../integrity.js';
 import { addLink, findLink, touchLink } from './store.js';
@@ -71,7 +72,10 @@ export async function resolveUser(
   // Only an address the provider verified becomes the new user's (the e-mail step finds users by it).
   if (who.email !== '' && who.emailVerified) doc.Email = who.email;
   if (who.name !== '') doc.Name = { FullName: who.name.slice(0, 256) };
-  const { obj } = await ctx.store.create(User, doc);
+  // Through the one write path, as the service: the user-write and group-membership scripts run
+  // for a user the provider brought exactly as for one made through the API.
+  const { obj } = await writerOf(ctx).write({ actor: SYSTEM, type: User, op: 'create', body: doc });
+  if (!obj) throw new ApiError('Internal', 'the new user was not stored');
   return linkTo(obj.id);
 }
 

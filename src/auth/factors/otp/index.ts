@@ -1,10 +1,10 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { ApiError } from '../../../core/errors.js';
 import { User } from '../../../objects/user.js';
+import { enforce } from '../../../policy/decide.js';
 import type { Doc } from '../../../schema/fields.js';
 import type { ServiceContext } from '../../../store/context.js';
 import { tenantDoc } from '../../integrity.js';
-import { hasAnyScope } from '../../permissions.js';
 import { type RateLimit, takeRequest } from '../../ratelimit.js';
 import { deleteSession, requestSession, sessionById } from '../../session/sessions.js';
 import { proveForAskingSession } from '../elsewhere.js';
@@ -188,8 +188,8 @@ function registerEnrolment(app: FastifyInstance, ctx: ServiceContext) {
     const named = (req.query as Record<string, unknown> | undefined)?.user;
     let userId = p?.userId ?? '';
     if (typeof named === 'string' && named !== '' && named !== userId) {
-      if (!p || !hasAnyScope(p, ['admin']))
-        throw new ApiError('Forbidden', "only administrators may read another user's settings");
+      if (!p) throw new ApiError('Forbidden', "only administrators may read another user's settings");
+      await enforce(ctx, p, 'User.factors', { kind: 'User', id: named, userId: named });
       userId = named;
     }
     const user = userId ? await ctx.store.get(User, userId) : undefined;

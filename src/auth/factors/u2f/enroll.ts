@@ -6,8 +6,8 @@ import {
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { ApiError } from '../../../core/errors.js';
 import { User } from '../../../objects/user.js';
+import { enforce } from '../../../policy/decide.js';
 import type { ServiceContext } from '../../../store/context.js';
-import { hasAnyScope } from '../../permissions.js';
 import { mutateRequestSession, requestSession } from '../../session/sessions.js';
 import { jsonBody } from '../factor.js';
 import { type CredentialChange, credentialChange, credentialChanged } from '../stepup.js';
@@ -23,15 +23,14 @@ import {
 import { proofName } from './signin.js';
 
 /** Whose keys a request is about: one's own, or `?user=` for administrators (sessions or keys). */
-function targetUser(req: FastifyRequest): string {
+async function targetUser(ctx: ServiceContext, req: FastifyRequest): Promise<string> {
   const p = req.principal;
   if (!p) throw new ApiError('Unauthenticated', 'authentication required');
   const named = (req.query as Record<string, unknown> | undefined)?.user;
   if (named === undefined || named === '' || named === p.userId) return p.userId;
   if (typeof named !== 'string')
     throw new ApiError('InvalidField', 'user may be given only once', { field: 'user' });
-  if (!hasAnyScope(p, ['admin']))
-    throw new ApiError('Forbidden', "only administrators may see another user's keys");
+  await enforce(ctx, p, 'User.factors', { kind: 'User', id: named, userId: named });
   return named;
 }
 
@@ -64,7 +63,7 @@ const cleanName = (v: unknown, n: number) => {
  */
 export function registerEnrolment(app: FastifyInstance, ctx: ServiceContext) {
   app.get('/auth/enroll/u2f', async (req, reply) => {
-    const userId = targetUser(req);
+    const userId = await targetUser(ctx, req);
     if (!(await ctx.store.get(User, userId))) throw new ApiError('NotFound', `User ${userId} does not exist`);
     const list = credentialsOf(await ctx.store.getSecret(User, userId)).map(publicView);
     reply.header('Cache-Control', 'no-store');

@@ -2,13 +2,13 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError } from '../../../core/errors.js';
 import { User } from '../../../objects/user.js';
 import { VouchRequest } from '../../../objects/vouchrequest.js';
+import { decide } from '../../../policy/decide.js';
 import type { Doc } from '../../../schema/fields.js';
 import type { ServiceContext } from '../../../store/context.js';
-import { parseListQuery } from '../../../store/listquery.js';
+import { findWhere } from '../../../store/find.js';
 import { newId } from '../../../store/objects.js';
 import { userUsable } from '../../apikeys.js';
 import { LEVEL_NAMES, Level, provenLevel } from '../../integrity.js';
-import { hasAnyScope } from '../../permissions.js';
 import { type RateLimit, takeRequest } from '../../ratelimit.js';
 import { insufficientIntegrity } from '../../session/authenticator.js';
 import { mutateSession, requestSession, type Session, sessionById } from '../../session/sessions.js';
@@ -70,7 +70,11 @@ async function viewerOf(req: FastifyRequest, ctx: ServiceContext, doc: Doc, secr
   )
     return { role: 'voucher', session };
   const p = req.principal;
-  if (p && hasAnyScope(p, ['admin'])) return { role: 'admin' };
+  if (
+    p &&
+    (await decide(ctx, p, 'VouchRequest.administer', { kind: 'VouchRequest', id: String(doc.ID) })).Allowed
+  )
+    return { role: 'admin' };
   throw new ApiError('NotFound', `VouchRequest ${doc.ID} does not exist`);
 }
 
@@ -206,24 +210,17 @@ export const vouchFactor: Factor = {
           { field: groupId !== '' ? 'group' : 'voucher' },
         );
       // A new request from the same session replaces its pending one; a user has few at once.
-      const mine = await ctx.store.list(
-        VouchRequest,
-        parseListQuery(VouchRequest, {
-          filter: [`UserID = ${JSON.stringify(userId)}`, 'State = "pending"'],
-          limit: '100',
-        }),
-      );
       let pending = 0;
-      for await (const chunk of mine.chunks)
-        for (const line of chunk.split('\n')) {
-          if (line === '') continue;
-          const d = (JSON.parse(line) as { Item: Doc }).Item;
-          const sec = await ctx.store.getSecret(VouchRequest, String(d.ID));
-          if (sec.SessionID === who.session.id) {
-            await transition(ctx, String(d.ID), 'cancel', 'requester').catch(() => undefined);
-            await deleteVideos(ctx, vouchOwner(String(d.ID)));
-          } else if ((await currentRequest(ctx, String(d.ID)))?.doc.State === 'pending') pending++;
-        }
+      for (const d of (await findWhere(ctx.store, VouchRequest, { UserID: userId, State: 'pending' })).slice(
+        0,
+        100,
+      )) {
+        const sec = await ctx.store.getSecret(VouchRequest, String(d.ID));
+        if (sec.SessionID === who.session.id) {
+          await transition(ctx, String(d.ID), 'cancel', 'requester').catch(() => undefined);
+          await deleteVideos(ctx, vouchOwner(String(d.ID)));
+        } else if ((await currentRequest(ctx, String(d.ID)))?.doc.State === 'pending') pending++;
+      }
       if (pending >= MAX_PENDING)
         throw new ApiError('Conflict', `this user has ${pending} pending vouch requests; cancel one first`);
       await takeRequest(ctx, VOUCH_PER_ADDRESS, req.ip);

@@ -3,9 +3,11 @@ import { Group } from '../../../objects/group.js';
 import { Membership } from '../../../objects/membership.js';
 import { User } from '../../../objects/user.js';
 import { VouchRequest } from '../../../objects/vouchrequest.js';
+import { decide } from '../../../policy/decide.js';
 import { type Doc, normalizeTimestamp } from '../../../schema/fields.js';
+import type { Principal } from '../../../schema/principal.js';
 import type { ServiceContext } from '../../../store/context.js';
-import { parseListQuery } from '../../../store/listquery.js';
+import { iterateWhere } from '../../../store/find.js';
 import { userUsable } from '../../apikeys.js';
 
 /**
@@ -108,12 +110,6 @@ export async function currentRequest(ctx: ServiceContext, id: string) {
   return obj;
 }
 
-async function* rows(ctx: ServiceContext, type: typeof Membership, filters: string[]): AsyncGenerator<Doc> {
-  const page = await ctx.store.list(type, parseListQuery(type, { filter: filters, limit: '1000' }));
-  for await (const chunk of page.chunks)
-    for (const line of chunk.split('\n')) if (line !== '') yield (JSON.parse(line) as { Item: Doc }).Item;
-}
-
 /** Bounds the work of one eligibility computation (groups looked at, members per group). */
 const MAX_GROUPS = 64;
 
@@ -126,7 +122,8 @@ const MAX_GROUPS = 64;
  * - approvers: the Approvers of such a group (of any group the user is active in), and active
  *   members of its ApproverGroup when that group RequiresApproval itself.
  *
- * Never the user themself, never a user who may not sign in (disabled, suspended). Open groups
+ * Never the user themself, never a user who may not sign in (disabled, suspended), never a user
+ * whose standing does not cover the user's (src/policy: vouch.ceiling). Open groups
  * (joined without approval) make nobody eligible: an attacker could join one to vouch.
  */
 export async function eligibleVouchers(
@@ -142,12 +139,12 @@ export async function eligibleVouchers(
   };
   const activeMembers = async (groupId: string) => {
     const ids: string[] = [];
-    for await (const m of rows(ctx, Membership, [`GroupID = ${JSON.stringify(groupId)}`, 'State = "active"']))
+    for await (const m of iterateWhere(ctx.store, Membership, { GroupID: groupId, State: 'active' }))
       ids.push(String(m.UserID));
     return ids;
   };
   let seen = 0;
-  for await (const m of rows(ctx, Membership, [`UserID = ${JSON.stringify(userId)}`, 'State = "active"'])) {
+  for await (const m of iterateWhere(ctx.store, Membership, { UserID: userId, State: 'active' })) {
     if (++seen > MAX_GROUPS) break;
     const groupId = String(m.GroupID);
     const g = await ctx.store.get(Group, groupId);
@@ -163,6 +160,16 @@ export async function eligibleVouchers(
   for (const id of [...out.keys()]) {
     const u = await ctx.store.get(User, id);
     if (!u || !userUsable(u.doc)) out.delete(id);
+    // A voucher at least as privileged as the user vouched for (the policy's vouch ceiling): an
+    // approver who put an administrator into her group does not thereby vouch for him.
+    else if (
+      !(await decide(ctx, voucherActor(id), 'VouchRequest.approve', { kind: 'User', id: userId, userId }))
+        .Allowed
+    )
+      out.delete(id);
   }
   return out;
 }
+
+/** A voucher as the policy sees one: the user, judged by its stored standing (not a session's scopes). */
+export const voucherActor = (userId: string): Principal => ({ via: 'session', userId, scopes: new Set() });

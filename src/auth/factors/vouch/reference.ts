@@ -2,8 +2,8 @@ import type { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError } from '../../../core/errors.js';
 import { User } from '../../../objects/user.js';
+import { decide } from '../../../policy/decide.js';
 import type { ServiceContext } from '../../../store/context.js';
-import { hasAnyScope } from '../../permissions.js';
 import { credentialChange, credentialChanged } from '../stepup.js';
 import { deleteVideos, referenceOwner, saveVideo, type VideoInfo, videoInfo, videoStream } from './videos.js';
 import { parseMagicWords } from './words.js';
@@ -34,8 +34,9 @@ export function registerReferenceVideo(app: FastifyInstance, ctx: ServiceContext
   app.get('/users/:id/reference-video', async (req, reply) => {
     const p = req.principal;
     const id = String((req.params as { id: string }).id);
-    if (!p || (p.userId !== id && !hasAnyScope(p, ['admin'])))
-      throw new ApiError('NotFound', 'no reference video');
+    const d = p && (await decide(ctx, p, 'User.reference-video', { kind: 'User', id, userId: id }));
+    if (!d?.Allowed)
+      throw new ApiError('NotFound', 'no reference video', { rule: d ? d.Rule : 'grant.scope' });
     await userParam(req);
     const v = await videoInfo(ctx, referenceOwner(id));
     if (!v) throw new ApiError('NotFound', 'this user has no reference video');

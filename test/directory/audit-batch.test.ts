@@ -1,0 +1,62 @@
+import { sql } from 'kysely';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AuditBatch, auditEvents } from '../../src/audit/trail.js';
+import type { Db } from '../../src/store/db.js';
+import { backends, freshStore } from '../helpers.js';
+
+/*
+ * The audit trail's group commit (AuditBatch): entries recorded together share INSERTs, every
+ * caller's promise settles only once its own entry is stored, and none is lost or doubled.
+ */
+describe.each(backends())('audit trail group commit on %s', (backend) => {
+  let db: Db;
+  let cleanup: () => Promise<void>;
+  beforeAll(async () => {
+    ({ db, cleanup } = await freshStore(backend));
+  });
+  afterAll(async () => {
+    await cleanup?.();
+  });
+
+  it('stores every entry once, in fewer statements than entries, each visible when its promise settles', async () => {
+    const trail = new AuditBatch(db);
+    let batches = 0;
+    const count = () => batches++;
+    auditEvents.on('recorded', count);
+    try {
+      const ids = await Promise.all(
+        Array.from({ length: 300 }, async (_, i) => {
+          const id = await trail.record({ Method: 'POST', Path: `/batch/${i}` });
+          // Visible at once: the caller's answer may list it.
+          const row = await sql<{ id: string }>`SELECT id FROM audit_trail WHERE id = ${id}`.execute(
+            db.kysely,
+          );
+          expect(row.rows).toHaveLength(1);
+          return id;
+        }),
+      );
+      expect(new Set(ids).size).toBe(300);
+      const rows = await sql<{
+        n: number | string;
+      }>`SELECT count(*) AS n FROM audit_trail WHERE data LIKE ${'%/batch/%'}`.execute(db.kysely);
+      expect(Number(rows.rows[0]?.n)).toBe(300);
+      expect(batches).toBeGreaterThanOrEqual(2); // at most 200 a statement
+      expect(batches).toBeLessThan(300);
+    } finally {
+      auditEvents.off('recorded', count);
+    }
+  });
+
+  it('a failed INSERT fails exactly the callers in it, and the next entries are stored', async () => {
+    const trail = new AuditBatch(db);
+    await sql`ALTER TABLE audit_trail RENAME TO audit_trail_away`.execute(db.kysely);
+    const failed = await Promise.allSettled([
+      trail.record({ Path: '/lost/1' }),
+      trail.record({ Path: '/lost/2' }),
+    ]);
+    await sql`ALTER TABLE audit_trail_away RENAME TO audit_trail`.execute(db.kysely);
+    expect(failed.map((r) => r.status)).toEqual(['rejected', 'rejected']);
+    const id = await trail.record({ Path: '/after' });
+    expect(id).toMatch(/^[a-z0-9]{14}$/);
+  });
+});
