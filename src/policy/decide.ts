@@ -144,6 +144,12 @@ export const ACTIONS: Readonly<Record<string, Action>> = {
     target: 'User',
     rules: [selfOr()],
   },
+  'User.links': {
+    description: "list a user's links to upstream identity providers",
+    effect: 'reads',
+    target: 'User',
+    rules: [selfOr('audit')],
+  },
   'User.reference-video': {
     description: "see a user's reference video (vouchers see it through their request)",
     effect: 'reads',

@@ -12,9 +12,9 @@ import {
 import { ApiError, isApiError } from '../../../core/errors.js';
 import { esc } from '../../../core/html.js';
 import { isLocalReturnPath } from '../../../core/returnurl.js';
+import { decide } from '../../../policy/decide.js';
 import type { Doc } from '../../../schema/fields.js';
 import type { ServiceContext } from '../../../store/context.js';
-import { hasAnyScope } from '../../permissions.js';
 import { ownOrigin } from '../../session/authenticator.js';
 import { completeSignIn } from '../../session/complete.js';
 import {
@@ -289,8 +289,11 @@ export const oauth2rpFactor: Factor = {
       if (!p) throw new ApiError('Unauthenticated', 'authentication required');
       const named = ((req.query ?? {}) as Record<string, unknown>).user;
       const userId = typeof named === 'string' && named !== '' ? named : p.userId;
-      if (userId !== p.userId && !hasAnyScope(p, ['admin', 'audit']))
-        throw new ApiError('Forbidden', "only administrators may list another user's links");
+      const may = await decide(ctx, p, 'User.links', { kind: 'User', id: userId, userId });
+      if (!may.Allowed)
+        throw new ApiError('Forbidden', "only administrators may list another user's links", {
+          rule: may.Rule,
+        });
       const rows = await userLinks(ctx, userId);
       return reply.header('Cache-Control', 'no-store').send(
         rows.map((r) => ({
