@@ -9,6 +9,7 @@ import { DIRECTORY_PATHS } from './directoryopenapi.js';
 import { federationPaths } from './openapi-federation.js';
 import { VOUCH_PATHS, VOUCH_SCHEMAS } from './openapi-vouch.js';
 import { WEBAUTHN_PATHS } from './openapi-webauthn.js';
+import { POLICY_OPENAPI_PATHS } from './policy.js';
 import { SCRIPT_OPENAPI_PATHS } from './scripts.js';
 
 type Json = Record<string, unknown>;
@@ -162,6 +163,27 @@ function pathsOf(type: ObjectType): Record<string, Json> {
       },
     };
   }
+  if (has('update')) {
+    item.patch = {
+      tags,
+      summary: `Change some fields of a ${type.kind} (JSON Merge Patch, RFC 7396)`,
+      parameters: [ifMatch],
+      requestBody: {
+        content: {
+          'application/merge-patch+json': { schema: { type: 'object' } },
+          'application/json': { schema: { type: 'object' } },
+        },
+      },
+      responses: {
+        204: { description: 'Stored', headers: ETAG_HEADERS },
+        304: { description: 'Unchanged' },
+        404: error('No such object'),
+        409: error('Duplicate, or the last active administrator'),
+        412: error('Stale If-Match'),
+        428: error('If-Match missing'),
+      },
+    };
+  }
   if (has('delete')) {
     item.delete = {
       tags,
@@ -200,6 +222,7 @@ export function openApiDocument(): Json {
       VOUCH_PATHS,
       DIRECTORY_PATHS,
       SCRIPT_OPENAPI_PATHS,
+      POLICY_OPENAPI_PATHS,
       ...factors.map((f) => f.paths ?? {}),
       WEBAUTHN_PATHS,
       federationPaths,

@@ -58,3 +58,45 @@ export function registerPolicyRoutes(app: FastifyInstance, ctx: ServiceContext) 
     return actionList();
   });
 }
+
+const q = (name: string, description: string) => ({
+  name,
+  in: 'query',
+  description,
+  schema: { type: 'string' },
+});
+
+/** The decision point's endpoints in the OpenAPI document (src/api/openapi.ts adds them). */
+export const POLICY_OPENAPI_PATHS = {
+  '/policy/explain': {
+    get: {
+      tags: ['Policy'],
+      summary: 'Why the decision point decides as it does (admin only; docs/security.md, "Asking why")',
+      parameters: [
+        q('actor', 'A user ID or an API key ID (with action)'),
+        q('action', 'An action of GET /policy/actions'),
+        q('kind', "The object type acted on (default: the action's)"),
+        q('id', 'The object acted on; memberships as <GroupID>.<UserID>'),
+        q('user', 'A user ID (with app): may this user use this App'),
+        q('app', 'An App ID (with user)'),
+        q('level', 'With user and app: the session integrity level to judge at (0 to 4)'),
+      ],
+      responses: {
+        200: {
+          description:
+            'The decision: Allowed, Rule, Reason, Chain (each step Rule, Allowed, Reason), Actor, Action',
+        },
+        400: { description: 'Unknown action, or neither actor and action nor user and app' },
+        403: { description: 'Not an administrator' },
+        404: { description: 'No such actor, user or object' },
+      },
+    },
+  },
+  '/policy/actions': {
+    get: {
+      tags: ['Policy'],
+      summary: 'Every action of the decision point: Action, Description, Effect, Target, Rules (admin only)',
+      responses: { 200: { description: 'A JSON array' }, 403: { description: 'Not an administrator' } },
+    },
+  },
+};

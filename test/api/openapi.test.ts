@@ -21,13 +21,13 @@ describe('GET /openapi.json', () => {
       const expected = new Set<string>();
       if (type.identity === 'singleton') {
         if (type.ops.includes('get')) expected.add(`${base} get`);
-        if (type.ops.includes('update')) expected.add(`${base} put`);
+        if (type.ops.includes('update')) expected.add(`${base} put`).add(`${base} patch`);
       } else {
         if (type.ops.includes('list')) expected.add(`${base} get`);
         if (type.ops.includes('create'))
           expected.add(type.identity === 'named' ? `${base}/{id} post` : `${base} post`);
         if (type.ops.includes('get')) expected.add(`${base}/{id} get`);
-        if (type.ops.includes('update')) expected.add(`${base}/{id} put`);
+        if (type.ops.includes('update')) expected.add(`${base}/{id} put`).add(`${base}/{id} patch`);
         if (type.ops.includes('delete')) expected.add(`${base}/{id} delete`);
       }
       const listed = new Set([
