@@ -39,7 +39,10 @@ export interface Harness {
 
 /** Builds the bundle (the route reads its manifest when it is registered), starts the service and Chromium. */
 export async function startConsole(): Promise<Harness> {
-  execFileSync(process.execPath, [join(ROOT, 'scripts/build-console.mjs')], { cwd: ROOT, stdio: 'pipe' });
+  // `npm test` builds the bundle before Vitest runs; rebuilding it here while another file's
+  // service serves it would race. Build only when a lone run finds none.
+  if (!existsSync(join(ROOT, 'dist/console/manifest.json')))
+    execFileSync(process.execPath, [join(ROOT, 'scripts/build-console.mjs')], { cwd: ROOT, stdio: 'pipe' });
   const s = await startTestService(backends()[0] ?? 'sqlite');
   await s.app.listen({ port: 0, host: '127.0.0.1' });
   const base = `http://127.0.0.1:${(s.app.server.address() as AddressInfo).port}`;
