@@ -93,7 +93,12 @@ describe('a sign-in while no sandbox is free', () => {
 
   it('is answered 503 (try again), not denied', async () => {
     const ctx = ctxOf(s);
-    const spinLimits = { ...LIMITS, timeMs: 1000 };
+    // Each spinner holds its worker for 2.5 s of CPU, well past the queue's 2 s bound.
+    const spinLimits = { ...LIMITS, timeMs: 2500 };
+    // Warm workers first: the test before this one ended hogs and replaced stopped workers, and a
+    // run queued while no worker is ready waits for a cold start (15 s), not the 2 s queue bound.
+    const warm = { user: null, groups: [], tenant: {} };
+    await Promise.all([1, 2].map(() => runSource('function hook() { return 1; }', {}, warm, LIMITS)));
     // Both workers busy with spinning scripts for longer than a run waits in the queue (2 s).
     const busy = Array.from({ length: 8 }, () =>
       runSource('function hook() { for (;;) {} }', {}, { user: null, groups: [], tenant: {} }, spinLimits),
