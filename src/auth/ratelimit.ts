@@ -102,8 +102,14 @@ export async function takeRequest(
         .where('key', '=', key)
         .executeTakeFirst();
       if (row) {
-        refusedUntil = Number(row.last_failure) + limit.intervalMs - capacity;
-        break;
+        const until = Number(row.last_failure) + limit.intervalMs - capacity;
+        // Full: refuse. Not full: the row was inserted by a parallel request after this UPDATE
+        // looked for it; take from it (refusing here would turn a race into a 429).
+        if (until > now || attempt >= 2) {
+          refusedUntil = until;
+          break;
+        }
+        continue;
       }
       if (attempt >= 2) throw new Error('rate limit row contended');
       const ins = await db
