@@ -65,20 +65,23 @@ export function accessLogger(level: string): { sink: AccessSink | undefined; flu
 const json = (v: string | number | null | undefined) =>
   v === null || v === undefined ? 'null' : typeof v === 'number' ? String(v) : JSON.stringify(v);
 
+/** A request's record before anything is known of it but its id and start. */
+const newRecord = (): AccessRecord => ({
+  reqId: PREFIX + (++counter).toString(36),
+  start: performance.now(),
+  user: null,
+  authType: null,
+  mode: null,
+  upstream: null,
+});
+
 export class AccessLog {
   /** `sink` null: the log is off (a level above info), and nothing is recorded. */
   constructor(private readonly sink: AccessSink | null) {}
 
   /** Starts the record of a request; the line is written when the response closes. */
   start(req: IncomingMessage, res: ServerResponse): AccessRecord {
-    const rec: AccessRecord = {
-      reqId: PREFIX + (++counter).toString(36),
-      start: performance.now(),
-      user: null,
-      authType: null,
-      mode: null,
-      upstream: null,
-    };
+    const rec = newRecord();
     const sink = this.sink;
     if (sink) res.once('close', () => this.write(sink, req, res, rec));
     return rec;
@@ -90,14 +93,7 @@ export class AccessLog {
    * is the upstream's 101; the line comes when the tunnel ends, `ms` its whole life).
    */
   startUpgrade(req: IncomingMessage, socket: Duplex): AccessRecord {
-    const rec: AccessRecord = {
-      reqId: PREFIX + (++counter).toString(36),
-      start: performance.now(),
-      user: null,
-      authType: null,
-      mode: null,
-      upstream: null,
-    };
+    const rec = newRecord();
     const sink = this.sink;
     if (sink) socket.once('close', () => this.write(sink, req, undefined, rec));
     return rec;

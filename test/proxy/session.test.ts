@@ -6,35 +6,11 @@ import { TENANT_ID, Tenant } from '../../src/objects/tenant.js';
 import type { RunningProxy } from '../../src/proxy/run.js';
 import { makeUser, signedIn } from '../auth/client.js';
 import { backends } from '../helpers.js';
+import { Jar } from './frontproxy.js';
 import { serviceBackend, startWorld, type World } from './harness.js';
 
 const HTTP_DATE = /^[A-Z][a-z]{2}, \d{2} [A-Z][a-z]{2} \d{4} \d{2}:\d{2}:\d{2} GMT$/;
 const PASSWORD = 'correct horse battery staple 42';
-
-/** A browser over real HTTP: follows nothing by itself, keeps cookies per host:port. */
-class Jar {
-  readonly byOrigin = new Map<string, Map<string, string>>();
-  set(origin: string, name: string, value: string) {
-    const m = this.byOrigin.get(origin) ?? new Map<string, string>();
-    if (value === '') m.delete(name);
-    else m.set(name, value);
-    this.byOrigin.set(origin, m);
-  }
-  async get(url: string, headers: Record<string, string> = {}) {
-    const origin = new URL(url).origin;
-    const jar = this.byOrigin.get(origin);
-    const h: Record<string, string> = { accept: 'text/html', ...headers };
-    if (jar?.size) h.cookie = [...jar].map(([k, v]) => `${k}=${v}`).join('; ');
-    const res = await fetch(url, { headers: h, redirect: 'manual' });
-    const setCookies = res.headers.getSetCookie();
-    for (const c of setCookies) {
-      const [pair] = c.split(';');
-      const i = (pair ?? '').indexOf('=');
-      this.set(origin, (pair ?? '').slice(0, i), /Max-Age=0(;|$)/.test(c) ? '' : (pair ?? '').slice(i + 1));
-    }
-    return { res, text: await res.text(), setCookies, location: res.headers.get('location') ?? '' };
-  }
-}
 
 describe.each(backends())('proxy sessions and access checks on %s', (backend) => {
   let w: World;
