@@ -242,13 +242,15 @@ describe('the access-check URL is built from what the proxy has checked', () => 
   });
 
   it('on IPv6, the local address in brackets', async (ctx) => {
-    let v6: RunningProxy;
-    try {
-      v6 = await startBare(echo.url, { SVC_PROXY_LISTEN: '[::1]:0' });
-    } catch {
+    // Only a machine without IPv6 loopback skips this (printed; CI=true fails instead): any other
+    // error starting the proxy fails the test.
+    if (!(await canListenOnIPv6Loopback())) {
+      if (process.env.CI) throw new Error('::1 cannot be bound and CI=true: enable IPv6 on lo');
+      process.stdout.write('\n*** no IPv6 loopback (::1): the IPv6 access-check URL test is skipped ***\n\n');
       ctx.skip();
       return;
     }
+    const v6 = await startBare(echo.url, { SVC_PROXY_LISTEN: '[::1]:0' });
     try {
       const r = await rawRequest(v6.port, '/x', [['host', `[::1]:${attacker.port}`]], '::1');
       const check = new URL(JSON.parse(r.body).headers['x-service-access-check'] as string);
@@ -370,3 +372,11 @@ describe.each(backends())('sign-in callback URLs against the service on %s', (ba
     expect(ok.status).toBe(302);
   });
 });
+
+function canListenOnIPv6Loopback(): Promise<boolean> {
+  return new Promise((resolve) => {
+    const probe = net.createServer();
+    probe.once('error', () => resolve(false));
+    probe.listen(0, '::1', () => probe.close(() => resolve(true)));
+  });
+}
