@@ -8,8 +8,8 @@ import type { Db, Dialect } from './db.js';
 /** Text for keys: byte-order collation on PostgreSQL, so ids sort as on SQLite and keyset paging uses the index. */
 const keyText = (dialect: Dialect) => (dialect === 'postgres' ? sql`text collate "C"` : sql`text`);
 
-const migrations = (dialect: Dialect): Record<string, Migration> => ({
-  '0001_objects_changes': {
+function migration0001(dialect: Dialect): Migration {
+  return {
     async up(db: Kysely<unknown>) {
       const pg = dialect === 'postgres';
       const key = keyText(dialect);
@@ -52,10 +52,13 @@ const migrations = (dialect: Dialect): Record<string, Migration> => ({
         .execute();
       await db.schema.createIndex('object_keys_object').on('object_keys').columns(['type', 'id']).execute();
     },
-  },
-  // Sign-in state (src/auth/): server-side sessions, server keys shared by every instance, and the
-  // brute-force regulation counters.
-  '0002_auth_sessions': {
+  };
+}
+
+// Sign-in state (src/auth/): server-side sessions, server keys shared by every instance, and the
+// brute-force regulation counters.
+function migration0002(dialect: Dialect): Migration {
+  return {
     async up(db: Kysely<unknown>) {
       const key = keyText(dialect);
       await db.schema
@@ -86,8 +89,11 @@ const migrations = (dialect: Dialect): Record<string, Migration> => ({
         .addColumn('last_failure', 'bigint', (c) => c.notNull())
         .execute();
     },
-  },
-  '0003_proxy_signin_codes': {
+  };
+}
+
+function migration0003(dialect: Dialect): Migration {
+  return {
     // One-time codes of the proxy sign-in handshake: in the database, so any instance can redeem them.
     async up(db: Kysely<unknown>) {
       const key = keyText(dialect);
@@ -104,8 +110,11 @@ const migrations = (dialect: Dialect): Record<string, Migration> => ({
         .columns(['until'])
         .execute();
     },
-  },
-  '0004_changes_pruned': {
+  };
+}
+
+function migration0004(): Migration {
+  return {
     // Change-log retention (src/store/changelog.ts): the highest sequence number pruned, one row,
     // so a reader of the log can tell that changes it never read are gone.
     async up(db: Kysely<unknown>) {
@@ -116,8 +125,11 @@ const migrations = (dialect: Dialect): Record<string, Migration> => ({
         .execute();
       await sql`INSERT INTO changes_pruned (id, seq) VALUES (1, 0)`.execute(db);
     },
-  },
-  '0005_oidc_provider': {
+  };
+}
+
+function migration0005(dialect: Dialect): Migration {
+  return {
     // The OpenID Connect provider's state (src/oidc/): its tokens, codes, grants, sessions and
     // interactions in one table (one row per model and id), and its signing keys, encrypted.
     async up(db: Kysely<unknown>) {
@@ -145,8 +157,11 @@ const migrations = (dialect: Dialect): Record<string, Migration> => ({
         .addColumn('retire_time', 'bigint')
         .execute();
     },
-  },
-  '0006_vouch_videos': {
+  };
+}
+
+function migration0006(dialect: Dialect): Migration {
+  return {
     // Reference and vouch videos (src/auth/factors/vouch/videos.ts): chunked, so they are
     // streamed in and out without holding a whole video in memory.
     async up(db: Kysely<unknown>) {
@@ -170,11 +185,14 @@ const migrations = (dialect: Dialect): Record<string, Migration> => ({
         .addPrimaryKeyConstraint('video_chunks_pk', ['video_id', 'seq'])
         .execute();
     },
-  },
-  // The audit trail (src/audit/): its own table, written for every write request, never derived
-  // from (or pruned with) the change log. Rows have the objects table's shape so the list
-  // language (listquery.ts) runs on it unchanged.
-  '0007_audit_trail': {
+  };
+}
+
+// The audit trail (src/audit/): its own table, written for every write request, never derived
+// from (or pruned with) the change log. Rows have the objects table's shape so the list
+// language (listquery.ts) runs on it unchanged.
+function migration0007(dialect: Dialect): Migration {
+  return {
     async up(db: Kysely<unknown>) {
       const pg = dialect === 'postgres';
       const key = keyText(dialect);
@@ -194,8 +212,11 @@ const migrations = (dialect: Dialect): Record<string, Migration> => ({
         );
       await db.schema.createIndex('audit_trail_time').on('audit_trail').columns(['time']).execute();
     },
-  },
-  '0008_federated_links': {
+  };
+}
+
+function migration0008(dialect: Dialect): Migration {
+  return {
     // Sign-in through other identity providers (src/auth/factors/oauth2rp/): who is linked to whom
     // by the provider's issuer and subject, and the flows under way (single use, short-lived).
     async up(db: Kysely<unknown>) {
@@ -227,7 +248,19 @@ const migrations = (dialect: Dialect): Record<string, Migration> => ({
         .addColumn('until', 'bigint', (c) => c.notNull())
         .execute();
     },
-  },
+  };
+}
+
+/** The migrations in the order they apply (their names sort in that order). */
+const migrations = (dialect: Dialect): Record<string, Migration> => ({
+  '0001_objects_changes': migration0001(dialect),
+  '0002_auth_sessions': migration0002(dialect),
+  '0003_proxy_signin_codes': migration0003(dialect),
+  '0004_changes_pruned': migration0004(),
+  '0005_oidc_provider': migration0005(dialect),
+  '0006_vouch_videos': migration0006(dialect),
+  '0007_audit_trail': migration0007(dialect),
+  '0008_federated_links': migration0008(dialect),
 });
 
 class StaticProvider implements MigrationProvider {
