@@ -9,7 +9,8 @@
  * The proxy (src/proxy) is a program of its own: it imports core, config and wire only, and only
  * the CLI imports it. The admin console (src/console) is browser code, bundled by
  * scripts/build-console.mjs: it imports nothing of the service (it reaches it over HTTP only), and
- * nothing of the service imports it. Each rule's name and comment are what a failing `npm test` prints.
+ * nothing of the service imports it. The sign-in pages' browser code (src/web/assets) is the
+ * same: bundled by scripts/build-pages.mjs, it imports only its own folder and nothing imports it. Each rule's name and comment are what a failing `npm test` prints.
  */
 const below = (...folders) => `^src/(${folders.join('|')})/`;
 const layer = (name, from, allowed, comment) => ({
@@ -68,6 +69,15 @@ module.exports = {
       'the proxy reaches the service only over HTTP: it imports src/core, src/config and src/wire, nothing else of Gatehouse'),
     layer('console-is-browser-code', '^src/console/', ['console'],
       'the admin console (src/console) runs in the browser and reaches the service only through its public API: it imports nothing else of src/'),
+    layer('page-assets-are-browser-code', '^src/web/assets/', ['web/assets'],
+      'the sign-in pages\' browser code (src/web/assets) runs in the browser and reaches the service only over HTTP: it imports nothing else of src/'),
+    {
+      name: 'only-the-build-bundles-the-page-assets',
+      severity: 'error',
+      comment: 'no part of the service imports the pages\' browser code: it is bundled by scripts/build-pages.mjs and served as files (src/web/bundle.ts)',
+      from: { path: '^src/', pathNot: '^src/web/assets/' },
+      to: { path: '^src/web/assets/' },
+    },
     {
       name: 'only-the-build-bundles-the-console',
       severity: 'error',

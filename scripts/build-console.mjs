@@ -2,29 +2,17 @@
 // one script and one stylesheet, minified, named by a hash of their content (served with
 // long-lived cache headers), and manifest.json naming them for the service (src/web/console.ts).
 // Prints the sizes, raw and gzipped, so a change that bloats the bundle is seen at build time.
-import { mkdirSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { gzipSync } from 'node:zlib';
 import { build } from 'esbuild';
+import { writeBundle } from './bundle-output.mjs';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const out = join(root, 'dist', 'console');
 /** The budget of docs/decisions.md: the console's script and style, gzipped. */
 const BUDGET_GZIP = 150 * 1024;
 
-/**
- * Every file is written under a temporary name and renamed into place, and files of an older
- * build are removed only after the new manifest is in place: a service (or a test) reading the
- * bundle while another build runs sees either the old files or the new ones, never half a file.
- */
-const writeAtomically = (path, contents) => {
-  const tmp = `${path}.${process.pid}.tmp`;
-  writeFileSync(tmp, contents);
-  renameSync(tmp, path);
-};
-
-mkdirSync(out, { recursive: true });
 const result = await build({
   entryPoints: { console: join(root, 'src/console/main.tsx') },
   bundle: true,
@@ -53,9 +41,4 @@ for (const f of result.outputFiles) {
 }
 if (gz > BUDGET_GZIP)
   throw new Error(`the console bundle is ${gz} bytes gzipped, over the budget of ${BUDGET_GZIP}`);
-for (const f of result.outputFiles) writeAtomically(f.path, f.contents);
-writeAtomically(join(out, 'manifest.json'), `${JSON.stringify({ js, css })}\n`);
-for (const f of readdirSync(out)) {
-  if (f !== 'manifest.json' && !files.includes(f) && !f.endsWith('.tmp'))
-    rmSync(join(out, f), { force: true });
-}
+writeBundle(out, result.outputFiles, { js, css });

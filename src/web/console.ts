@@ -13,6 +13,7 @@ import { esc } from '../core/html.js';
 import { signinBase } from '../groups/check.js';
 import { User } from '../objects/user.js';
 import type { ServiceContext } from '../store/context.js';
+import { assetUrl } from './bundle.js';
 import { ICON_LINKS } from './favicon.js';
 import { signinLocation } from './returnurl.js';
 import { PAGE_CSP } from './routes.js';
@@ -58,7 +59,7 @@ const page = (title: string, tenant: string, head: string, body: string, data = 
 <meta name="referrer" content="no-referrer">
 <title>${esc(title)} · ${esc(tenant)}</title>
 ${ICON_LINKS}
-<link rel="stylesheet" href="/signin/assets/style.css">
+<link rel="stylesheet" href="${assetUrl('style.css')}">
 ${head}
 </head>
 <body${data}>

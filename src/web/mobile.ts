@@ -1,7 +1,8 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { tenantDoc } from '../auth/integrity.js';
 import type { ServiceContext } from '../store/context.js';
-import { MOBILE_MANIFEST, MOBILE_SW } from './mobileui.js';
+import { assetText } from './bundle.js';
+import { MOBILE_MANIFEST } from './mobileui.js';
 import { mobilePage } from './pages.js';
 
 /** The routes of the approvals web app (/signin/mobile, its service worker and manifest). */
@@ -24,8 +25,12 @@ export function registerMobilePages(app: FastifyInstance, ctx: ServiceContext) {
       .type('text/html; charset=utf-8')
       .send(mobilePage(String((await tenantDoc(ctx)).Name || 'Gatehouse'))),
   );
+  // A service worker's URL is its scope (/signin/): it keeps this name, and browsers check it for updates.
+  const worker = assetText('mobile-sw.js');
   app.get('/signin/mobile-sw.js', { config: { auth: 'none' } }, async (_req, reply) =>
-    plain(reply, 'text/javascript; charset=utf-8', MOBILE_SW),
+    worker === undefined
+      ? reply.code(404).type('text/plain').send('not found')
+      : plain(reply, 'text/javascript; charset=utf-8', worker),
   );
   app.get('/signin/mobile.webmanifest', { config: { auth: 'none' } }, async (_req, reply) =>
     plain(reply, 'application/manifest+json', MOBILE_MANIFEST),

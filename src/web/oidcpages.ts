@@ -1,6 +1,7 @@
 /** Pages of the OpenID provider: consent, sign-out confirmation, errors. Every dynamic value goes through esc(). */
 import { esc } from '../core/html.js';
 import type { ProviderPages } from '../oidc/provider.js';
+import { assetUrl } from './bundle.js';
 import { ICON_LINKS } from './favicon.js';
 
 function frame(tenant: string, title: string, main: string): string {
@@ -12,7 +13,7 @@ function frame(tenant: string, title: string, main: string): string {
 <meta name="referrer" content="same-origin">
 <title>${esc(title)} · ${esc(tenant)}</title>
 ${ICON_LINKS}
-<link rel="stylesheet" href="/signin/assets/style.css">
+<link rel="stylesheet" href="${assetUrl('style.css')}">
 </head>
 <body data-page="oidc">
 <header class="top"><span class="logo" aria-hidden="true"></span><span class="name">${esc(tenant)}</span></header>

@@ -1,5 +1,6 @@
 /** Server-rendered HTML of the sign-in pages. Every dynamic value goes through esc(). */
 import { esc } from '../core/html.js';
+import { assetUrl } from './bundle.js';
 import { ICON_LINKS } from './favicon.js';
 import { type ProviderButton, providerButtons, providerLinksCard } from './federation.js';
 import { MOBILE_ENROLL_CARD, MOBILE_MAIN, MOBILE_SIGNIN_FORM } from './mobileui.js';
@@ -37,7 +38,7 @@ export interface PageOpts {
   referrer?: 'no-referrer' | 'same-origin';
 }
 
-/** Shown only while signed out (`out`) or in (`in`); app.js flips them when the state changes. */
+/** Shown only while signed out (`out`) or in (`in`); the page script flips them when the state changes. */
 const when = (state: 'in' | 'out', signedIn: boolean) =>
   `data-when="${state}"${(state === 'in') !== signedIn ? ' hidden' : ''}`;
 
@@ -54,9 +55,8 @@ export function layout(o: PageOpts): string {
 <meta name="referrer" content="${o.referrer ?? 'no-referrer'}">
 <title>${esc(o.title)} · ${esc(o.tenant)}</title>
 ${ICON_LINKS}${o.head ?? ''}
-<link rel="stylesheet" href="/signin/assets/style.css">
-<script src="/signin/assets/webauthn.js" defer></script>
-<script src="/signin/assets/app.js" defer></script>
+<link rel="stylesheet" href="${assetUrl('style.css')}">
+<script src="${assetUrl('app.js')}" defer></script>
 </head>
 <body data-page="${o.page}"${o.passkeys === false ? ' data-passkeys="no"' : ''} data-signed-in="${o.signedIn ? 'yes' : 'no'}" data-return="${esc(o.returnUrl ?? '')}" data-intent="${esc(o.intent ?? '')}">
 <header class="top">

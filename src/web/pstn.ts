@@ -1,7 +1,7 @@
 /**
  * The phone factor on the pages (docs/signin.md, "Phone"): the sign-in form (pick a phone, send
  * a code, type it) and the security-settings card (add a number, verify it, remove it). Markup is
- * spliced into pages.ts and the script into the page script (appjs.ts), inside its scope.
+ * spliced into pages.ts; the script is src/web/assets/pstn.ts.
  */
 
 export const PSTN_SIGNIN_FORM = `
@@ -33,92 +33,3 @@ export const PSTN_ENROLL_CARD = `
       <button type="submit">Verify</button>
     </form>
   </section>`;
-
-export const PSTN_JS = `
-  // ---- phone (PSTN) ---------------------------------------------------------------------------
-  function pstnLoad() {
-    var sel = $('pstn-device');
-    if (!sel || sel.options.length) return;
-    api('GET', '/auth/pstn').then(function (r) {
-      if (r.status !== 200) return;
-      sel.textContent = '';
-      r.data.filter(function (d) { return d.Verified; }).forEach(function (d) {
-        var o = document.createElement('option');
-        o.value = d.ID;
-        o.textContent = (d.Mode === 'voice' ? 'Call ' : 'Text ') + d.Number;
-        sel.appendChild(o);
-      });
-    });
-  }
-  function initPstnSignin() {
-    var f = $('f-pstn');
-    if (!f) return;
-    $('pstn-send').addEventListener('click', function () {
-      var id = $('pstn-device').value;
-      if (!id) return;
-      api('POST', '/auth/pstn/' + encodeURIComponent(id) + '/start', { form: { intent: intent } }).then(function (r) {
-        if (r.status !== 204) { alertBox('error', explain(r)); return; }
-        alertBox('', '');
-        $('pstn-sent').textContent = 'Code sent. It works for 5 minutes.';
-        $('pstn-code').focus();
-      });
-    });
-    f.addEventListener('submit', function (ev) {
-      ev.preventDefault();
-      var id = $('pstn-device').value;
-      api('POST', '/auth/pstn/' + encodeURIComponent(id) + '/finish', { form: { intent: intent, code: $('pstn-code').value } }).then(function (r) {
-        if (r.status === 204) { alertBox('', ''); f.reset(); $('pstn-sent').textContent = ''; return renderSignin(); }
-        alertBox('error', explain(r));
-      });
-    });
-  }
-  function initPstnEnroll() {
-    if (!$('e-pstn')) return;
-    var pending = '';
-    function load() {
-      return api('GET', '/auth/enroll/pstn').then(function (r) {
-        if (r.status !== 200) return;
-        var ul = $('pstn-list');
-        ul.textContent = '';
-        var verified = 0;
-        r.data.forEach(function (d) {
-          if (d.Verified) verified++;
-          var li = document.createElement('li');
-          li.textContent = d.Number + ' · ' + (d.Mode === 'voice' ? 'voice call' : 'text message') + (d.Verified ? '' : ' · not verified ');
-          var b = document.createElement('button');
-          b.type = 'button';
-          b.className = 'danger small';
-          b.textContent = 'Remove';
-          b.setAttribute('aria-label', 'Remove ' + d.Number);
-          b.addEventListener('click', function () {
-            api('DELETE', '/auth/enroll/pstn/' + encodeURIComponent(d.ID)).then(function (x) { if (done(x, 'Phone removed.') !== null) load(); });
-          });
-          li.appendChild(b);
-          ul.appendChild(li);
-        });
-        $('st-pstn').textContent = verified ? 'set up' : 'not set up';
-        $('st-pstn').className = 'badge' + (verified ? ' on' : '');
-      });
-    }
-    $('e-pstn').addEventListener('submit', function (ev) {
-      ev.preventDefault();
-      api('POST', '/auth/enroll/pstn', { json: { Number: $('pstn-number').value, Mode: $('pstn-mode').value } }).then(function (r) {
-        if (r.status !== 201) { done(r, ''); return; }
-        pending = r.data.ID;
-        $('e-pstn').reset();
-        show($('e-pstn-verify'), true);
-        alertBox('ok', 'We sent a code to ' + r.data.Number + '. Type it below to verify the number.');
-        $('pstn-verify-code').focus();
-        load();
-      });
-    });
-    $('e-pstn-verify').addEventListener('submit', function (ev) {
-      ev.preventDefault();
-      api('POST', '/auth/enroll/pstn/' + encodeURIComponent(pending) + '/verify', { json: { Code: $('pstn-verify-code').value } }).then(function (r) {
-        if (r.status === 204) { show($('e-pstn-verify'), false); $('e-pstn-verify').reset(); }
-        if (done(r, 'Phone verified.') !== null) load();
-      });
-    });
-    load();
-  }
-`;

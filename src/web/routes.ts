@@ -3,18 +3,15 @@ import { listProviders } from '../auth/factors/oauth2rp/provider.js';
 import { relyingParty } from '../auth/factors/u2f/credentials.js';
 import { tenantDoc } from '../auth/integrity.js';
 import type { ServiceContext } from '../store/context.js';
-import { APP_JS } from './appjs.js';
+import { registerPageAssets } from './bundle.js';
 import { destinationName } from './destination.js';
 import { sendHtml } from './errorpage.js';
-import { FEDERATION_JS } from './federation.js';
 import { registerHomeRoutes } from './home.js';
 import { registerMobilePages } from './mobile.js';
 import { debugPage, enrollPage, otpLinkPage, signinPage, signoutPage } from './pages.js';
 import { safeReturnUrl } from './returnurl.js';
 import { registerSetupPage } from './setup.js';
-import { STYLE_CSS } from './style.js';
 import { registerVouchPages } from './vouch.js';
-import { WEBAUTHN_JS } from './webauthnjs.js';
 
 export { PAGE_CSP } from './errorpage.js';
 
@@ -59,31 +56,7 @@ export function registerWebRoutes(app: FastifyInstance, ctx: ServiceContext) {
   registerHomeRoutes(app, ctx); // GET / and the icon
   registerVouchPages(app, ctx); // /signin/vouch, /signin/vouch/:id
   registerSetupPage(app, ctx); // /signin/setup: one-time sign-in URLs
-  const asset = (body: string, type: string) => async (_req: FastifyRequest, reply: FastifyReply) => {
-    reply.header('Cache-Control', 'public, max-age=300');
-    reply.header('X-Content-Type-Options', 'nosniff');
-    return reply.type(type).send(body);
-  };
-  app.get(
-    '/signin/assets/app.js',
-    { config: { auth: 'none' } },
-    asset(APP_JS, 'text/javascript; charset=utf-8'),
-  );
-  app.get(
-    '/signin/assets/webauthn.js',
-    { config: { auth: 'none' } },
-    asset(WEBAUTHN_JS, 'text/javascript; charset=utf-8'),
-  );
-  app.get(
-    '/signin/assets/federation.js',
-    { config: { auth: 'none' } },
-    asset(FEDERATION_JS, 'text/javascript; charset=utf-8'),
-  );
-  app.get(
-    '/signin/assets/style.css',
-    { config: { auth: 'none' } },
-    asset(STYLE_CSS, 'text/css; charset=utf-8'),
-  );
+  registerPageAssets(app, ctx.logger); // /signin/assets/<name>-<hash>.js|css: src/web/bundle.ts
 
   app.get('/signin', OPTIONAL, async (req, reply) => {
     const tenant = await tenantDoc(ctx);

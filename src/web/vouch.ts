@@ -3,9 +3,9 @@ import { magicWords } from '../auth/factors/vouch/words.js';
 import { tenantDoc } from '../auth/integrity.js';
 import { esc } from '../core/html.js';
 import type { ServiceContext } from '../store/context.js';
+import { assetUrl } from './bundle.js';
 import { ICON_LINKS } from './favicon.js';
 import { safeReturnUrl } from './returnurl.js';
-import { VOUCH_CSS, VOUCH_JS } from './vouchjs.js';
 
 /**
  * The vouching pages (docs/signin.md, "Vouching"):
@@ -14,7 +14,7 @@ import { VOUCH_CSS, VOUCH_JS } from './vouchjs.js';
  * - GET /signin/vouch/reference       one's own reference video: see it, record a new one (step-up);
  * - GET /signin/vouch/:id              a voucher: the request, the reference video, the new video
  *   and the magic words; approve or decline.
- * Both are static HTML plus /signin/assets/vouch.js; everything they show comes from the API, which
+ * Both are static HTML plus the vouch script (src/web/assets/vouch.ts); everything they show comes from the API, which
  * decides who may see what. Videos play from the service's own origin (media-src 'self').
  */
 const CSP =
@@ -34,9 +34,9 @@ function layout(tenant: string, title: string, page: string, data: Record<string
 <meta name="referrer" content="no-referrer">
 <title>${esc(title)} · ${esc(tenant)}</title>
 ${ICON_LINKS}
-<link rel="stylesheet" href="/signin/assets/style.css">
-<link rel="stylesheet" href="/signin/assets/vouch.css">
-<script src="/signin/assets/vouch.js" defer></script>
+<link rel="stylesheet" href="${assetUrl('style.css')}">
+<link rel="stylesheet" href="${assetUrl('vouch.css')}">
+<script src="${assetUrl('vouch.js')}" defer></script>
 </head>
 <body data-page="${page}"${attrs}>
 <header class="top">
@@ -181,21 +181,6 @@ const query = (req: FastifyRequest, name: string) => {
 };
 
 export function registerVouchPages(app: FastifyInstance, ctx: ServiceContext) {
-  const asset = (body: string, type: string) => async (_req: FastifyRequest, reply: FastifyReply) => {
-    reply.header('Cache-Control', 'public, max-age=300');
-    reply.header('X-Content-Type-Options', 'nosniff');
-    return reply.type(type).send(body);
-  };
-  app.get(
-    '/signin/assets/vouch.js',
-    { config: { auth: 'none' } },
-    asset(VOUCH_JS, 'text/javascript; charset=utf-8'),
-  );
-  app.get(
-    '/signin/assets/vouch.css',
-    { config: { auth: 'none' } },
-    asset(VOUCH_CSS, 'text/css; charset=utf-8'),
-  );
   app.get('/signin/vouch', OPTIONAL, async (req, reply) => {
     const tenant = await tenantDoc(ctx);
     const ret = safeReturnUrl(req, tenant, query(req, 'return'));

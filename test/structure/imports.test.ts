@@ -144,6 +144,19 @@ describe('import rules (npm run lint:imports)', () => {
     );
   }, 60_000);
 
+  it("the pages' browser code (src/web/assets) imports only its own folder, and nothing imports it", () => {
+    const files = modules();
+    files['src/web/assets/m.ts'] = 'export const assets = 1;\n';
+    files['src/web/assets/own.ts'] = `export { assets } from './m.js';\n`;
+    files['src/web/assets/to-core.ts'] = `export { core } from '../../core/m.js';\n`;
+    files['src/web/to-assets.ts'] = `export { assets } from './assets/m.js';\n`;
+    const { violations } = cruise(files);
+    expect(violations.map((x) => `${x.from} ${x.rule.name}`).sort()).toEqual([
+      'src/web/assets/to-core.ts page-assets-are-browser-code',
+      'src/web/to-assets.ts only-the-build-bundles-the-page-assets',
+    ]);
+  }, 60_000);
+
   it('imports in the allowed directions pass', () => {
     const files = modules();
     for (const [from, to] of RIGHT)

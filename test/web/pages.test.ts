@@ -22,17 +22,26 @@ describe.each(backends())('sign-in pages on %s', (backend) => {
       expect(r.headers['content-type']).toMatch(/^text\/html/);
       expect(String(r.headers['content-security-policy'])).toContain("script-src 'self'");
       expect(String(r.headers['content-security-policy'])).toContain("frame-ancestors 'none'");
-      expect(r.body).toContain('<script src="/signin/assets/app.js" defer></script>');
+      expect(r.body).toMatch(/<script src="\/signin\/assets\/app-[A-Z0-9]{8}\.js" defer><\/script>/);
       expect(r.body).not.toMatch(/<script>[^<]/);
     }
     const debug = await s.req({ url: '/signin/debug', key: '' });
     expect(debug.body).toContain('id="d-method"');
-    const js = await s.req({ url: '/signin/assets/app.js', key: '' });
+    // The bundles (src/web/assets/, built into dist/pages/) are named by their content: kept for good.
+    const script = /<script src="(\/signin\/assets\/app-[A-Z0-9]{8}\.js)"/.exec(debug.body)?.[1] ?? 'MISSING';
+    const style = /<link rel="stylesheet" href="(\/signin\/assets\/style-[A-Z0-9]{8}\.css)">/.exec(
+      debug.body,
+    )?.[1];
+    const js = await s.req({ url: script, key: '' });
     expect(js.statusCode).toBe(200);
     expect(js.headers['content-type']).toMatch(/^text\/javascript/);
-    expect((await s.req({ url: '/signin/assets/style.css', key: '' })).headers['content-type']).toMatch(
-      /^text\/css/,
-    );
+    expect(js.headers['cache-control']).toBe('public, max-age=31536000, immutable');
+    const css = await s.req({ url: style ?? 'MISSING', key: '' });
+    expect(css.headers['content-type']).toMatch(/^text\/css/);
+    expect(css.headers['cache-control']).toBe('public, max-age=31536000, immutable');
+    // Only the files of the build: no other name under /signin/assets/ answers.
+    for (const url of ['/signin/assets/app.js', '/signin/assets/style.css', '/signin/assets/manifest.json'])
+      expect((await s.req({ url, key: '' })).statusCode, url).toBe(404);
   });
 
   it('return URLs: allowed origins and own paths only; open-redirect attempts are dropped', async () => {
