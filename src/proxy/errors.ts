@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { limitUnusedBody, UNUSED_BODY_BYTES, UNUSED_BODY_MS } from '../core/unusedbody.js';
 import { errorPage, type PageDetail } from './pages.js';
-import type { UpstreamError } from './upstream/pool.js';
+import type { UpstreamError } from './upstream/request.js';
 
 /** An answer the proxy gives itself instead of forwarding: the status and its X-Error-Code phrase. */
 export class HttpError extends Error {

@@ -9,7 +9,7 @@ import { stripOwnCookies } from './cookie.js';
 import { forwardableAuthorization } from './credentials.js';
 import { connectionTokens, HOP, headerText, isReserved } from './http.js';
 import type { AuthOutcome, Identified } from './identity.js';
-import type { UpstreamTarget } from './upstream/pool.js';
+import type { UpstreamTarget } from './upstream/request.js';
 
 /**
  * The header lines of the upstream request (each ending in CRLF): the client's headers less

@@ -2,7 +2,8 @@ import type { ServerResponse } from 'node:http';
 import { setsGatehouseCookie } from './cookie.js';
 import { HttpError, upstreamError } from './errors.js';
 import { connectionTokens, HOP, HOP_LENGTHS } from './http.js';
-import type { Exchange, ResponseSink, UpstreamError } from './upstream/pool.js';
+import type { Exchange } from './upstream/exchange.js';
+import type { ResponseSink, UpstreamError } from './upstream/request.js';
 import type { ResponseHead } from './upstream/response.js';
 
 /**

@@ -27,7 +27,8 @@ import { Readiness } from './readiness.js';
 import { refusal } from './refusal.js';
 import { Relay } from './relay.js';
 import { isWebsocketUpgrade, rawError, UpgradeRelay } from './upgrade.js';
-import { UpstreamPool, type UpstreamTarget, upstreamTarget } from './upstream/pool.js';
+import { UpstreamPool } from './upstream/pool.js';
+import { type UpstreamTarget, upstreamTarget } from './upstream/request.js';
 
 const EMPTY: ReadonlySet<string> = new Set();
 

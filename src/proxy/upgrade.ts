@@ -12,13 +12,9 @@ import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { endSoon, HttpError, rawResponse } from './errors.js';
 import { endToEndHeaders, RETRY_AFTER_S, upstreamFailure } from './relay.js';
-import type {
-  Exchange,
-  ResponseSink,
-  UpstreamError,
-  UpstreamPool,
-  UpstreamRequest,
-} from './upstream/pool.js';
+import type { Exchange } from './upstream/exchange.js';
+import type { UpstreamPool } from './upstream/pool.js';
+import type { ResponseSink, UpstreamError, UpstreamRequest } from './upstream/request.js';
 import type { ResponseHead } from './upstream/response.js';
 
 /**
