@@ -64,12 +64,12 @@ export class AssertionSigner {
   private readonly cache = new WeakMap<WireIdentity, Map<string, { token: string; exp: number }>>();
 
   constructor(
-    /** The proxy.assertionkey in force now (SIGHUP may change it). */
-    private readonly setting: () => string,
+    /** proxy.assertionkey at start-up (a reload passes its own to `reload`). */
+    setting: string,
     /** The App this proxy serves: the assertion's audience. */
     private readonly appId: string,
   ) {
-    this.current = this.load(setting());
+    this.current = this.load(setting);
   }
 
   /** Whether the key was generated (no proxy.assertionkey): assertions then change key at restart. */
@@ -87,8 +87,7 @@ export class AssertionSigner {
    * key becomes the signing key at once and the one it replaces is retired. Unset keeps the
    * generated key. On error the old key stays and the error is returned.
    */
-  reload(): Error | undefined {
-    const want = this.setting();
+  reload(want: string): Error | undefined {
     if (want === '' && this.current.setting === '') return undefined;
     let next: SigningKey;
     try {
