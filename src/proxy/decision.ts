@@ -93,7 +93,7 @@ export class RequestDecision {
     const origin = originOf(req, snapshot, this.o.listener);
     this.o.inflight.set(token, { identity: who?.identity, origin });
     const up = snapshot.upstream(route.upstream);
-    let head = `${req.method} ${up.base}${path}${query} HTTP/1.1\r\n${upstreamHeaders(req, auth, token, snapshot.privateBase || origin, up.target, this.o.listener.secure, this.o.assertions)}`;
+    let head = `${req.method} ${up.base}${path}${query} HTTP/1.1\r\n${upstreamHeaders(req, auth, token, snapshot.privateBase || origin, up.target, this.o.listener.secure, this.o.assertions, snapshot.assertionKey)}`;
     if (websocket) head += 'connection: Upgrade\r\nupgrade: websocket\r\n';
     // Cookies to set on the response: none on the common request.
     const cookies =

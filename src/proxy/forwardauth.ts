@@ -166,20 +166,30 @@ export class ForwardAuth {
     if (auth instanceof Promise)
       return auth.then((a) => {
         note.outcome = a;
-        this.answer(req, res, kind, a);
+        this.answer(req, res, kind, a, snapshot);
       });
     note.outcome = auth;
-    this.answer(req, res, kind, auth);
+    this.answer(req, res, kind, auth, snapshot);
     return undefined;
   }
 
-  private answer(req: IncomingMessage, res: ServerResponse, kind: ForwardAuthKind, auth: AuthOutcome) {
+  private answer(
+    req: IncomingMessage,
+    res: ServerResponse,
+    kind: ForwardAuthKind,
+    auth: AuthOutcome,
+    snapshot: ProxySnapshot,
+  ) {
     if (res.destroyed) return;
     if (auth.ok) {
       const h: Record<string, string | string[]> = { 'cache-control': 'no-store', 'content-length': '0' };
       if (auth.who) {
         Object.assign(h, identityResponseHeaders(auth.who.identity, auth.who.authType));
-        h[ASSERTION_HEADER] = this.o.assertions.assertion(auth.who.identity, auth.who.authType);
+        h[ASSERTION_HEADER] = this.o.assertions.assertion(
+          auth.who.identity,
+          auth.who.authType,
+          snapshot.assertionKey,
+        );
         if (auth.who.setCookie) h['set-cookie'] = auth.who.setCookie;
       } else {
         // The front proxy replaces Authorization with the answer's: give back the client's own

@@ -96,11 +96,8 @@ export class AccessProxy implements Listener {
 
   constructor(private readonly opts: ProxyOptions) {
     this.secure = opts.secure;
-    this.snapshot = buildSnapshot(opts.config, undefined, opts);
     this.log = opts.logger;
     this.accessLog = new AccessLog(opts.accessLogger === undefined ? opts.logger : opts.accessLogger);
-    const stallMs = this.snapshot.bodyLimits.stallMs;
-    this.bodies = new BodyWatch(Math.max(50, Math.min(1_000, Math.floor(stallMs / 4))));
     this.identity = new IdentityResolver({
       token: opts.config.auth.token,
       backend: opts.backend,
@@ -114,6 +111,9 @@ export class AccessProxy implements Listener {
     this.keys = this.identity.keys;
     this.signer = this.identity.signer;
     this.assertions = new AssertionSigner(opts.config.proxy.assertionkey, this.appId ?? '');
+    this.snapshot = buildSnapshot(opts.config, undefined, this.assertions.signingKey, opts);
+    const stallMs = this.snapshot.bodyLimits.stallMs;
+    this.bodies = new BodyWatch(Math.max(50, Math.min(1_000, Math.floor(stallMs / 4))));
     this.decision = new RequestDecision({
       identity: this.identity,
       assertions: this.assertions,
@@ -149,14 +149,14 @@ export class AccessProxy implements Listener {
 
   /** Replaces the settings (SIGHUP); requests in flight keep the snapshot they started with. */
   setConfig(config: ProxyConfig) {
-    const next = buildSnapshot(config, this.snapshot.learned, this.opts, this.snapshot);
-    const keyProblem = this.assertions.reload(next.config.proxy.assertionkey);
+    const keyProblem = this.assertions.reload(config.proxy.assertionkey);
     if (keyProblem)
       this.log.error(
         { reason: keyProblem.message },
         'proxy.assertionkey could not be read: keeping the old key',
       );
-    this.snapshot = next;
+    const key = this.assertions.signingKey;
+    this.snapshot = buildSnapshot(config, this.snapshot.learned, key, this.opts, this.snapshot);
   }
 
   /** What the service said at the last registration (for health reports and tests). */
@@ -166,7 +166,8 @@ export class AccessProxy implements Listener {
 
   /** Takes what the service said at registration: requests from now on route by it. */
   setLearned(learned: Learned) {
-    this.snapshot = buildSnapshot(this.snapshot.config, learned, this.opts, this.snapshot);
+    const { config, assertionKey } = this.snapshot;
+    this.snapshot = buildSnapshot(config, learned, assertionKey, this.opts, this.snapshot);
   }
 
   /** Set when the service refused our token: requests needing a user fail with this message. */

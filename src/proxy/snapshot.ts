@@ -14,6 +14,7 @@
 import { AddressMatcher } from '../config/addresses.js';
 import type { ProxyConfig } from '../config/proxy.js';
 import { RESTART_KEYS } from '../config/proxy.js';
+import type { SigningKey } from './assertion.js';
 import type { BodyLimits } from './body.js';
 import { HostRoutes, type Learned } from './hosts.js';
 import { type UpstreamTarget, upstreamTarget } from './upstream/request.js';
@@ -36,6 +37,8 @@ export interface ProxySnapshot {
   readonly trusted: AddressMatcher;
   /** proxy.privateaddress without trailing slashes; '' when unset. */
   readonly privateBase: string;
+  /** The key X-Service-Assertion is signed with (from proxy.assertionkey, src/proxy/assertion.ts). */
+  readonly assertionKey: SigningKey;
   /** What a request body must keep up (src/proxy/body.ts). */
   readonly bodyLimits: BodyLimits;
   /** The parsed form of an upstream URL of these settings (memoised per snapshot). */
@@ -65,6 +68,7 @@ export interface SnapshotOptions {
 export function buildSnapshot(
   config: ProxyConfig,
   learned: Learned | undefined,
+  assertionKey: SigningKey,
   opts: SnapshotOptions,
   previous?: ProxySnapshot,
 ): ProxySnapshot {
@@ -81,6 +85,7 @@ export function buildSnapshot(
     routes: new HostRoutes(frozen, learned),
     trusted,
     privateBase: p.privateaddress.replace(/\/+$/, ''),
+    assertionKey,
     bodyLimits: Object.freeze({
       minRate: p.bodyminrate,
       stallMs: opts.bodyIdleTimeoutMs ?? p.bodytimeout * 1000,
