@@ -94,7 +94,7 @@ async function requireAppAccess(
     ...(location ? { location } : {}),
   });
   if (!d.Allowed)
-    throw new ApiError('Forbidden', `this user may not use App ${app.id}: ${d.Reason} (${d.Rule})`);
+    throw new ApiError('AppRefused', `this user may not use App ${app.id}: ${d.Reason} (${d.Rule})`);
 }
 
 function body<T>(req: FastifyRequest, fields: Partial<Record<keyof T & string, 'string' | 'strings'>>): T {

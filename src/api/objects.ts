@@ -1,10 +1,10 @@
 import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { access } from '../auth/permissions.js';
 import type { Principal } from '../auth/principal.js';
 import { ApiError } from '../core/errors.js';
 import { objectTypes } from '../objects/registry.js';
 import { TENANT_ID } from '../objects/tenant.js';
+import { access } from '../policy/grants.js';
 import type { Doc } from '../schema/fields.js';
 import type { Access, ObjectType, Op } from '../schema/type.js';
 import { type ServiceContext, writerOf } from '../store/context.js';

@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { access } from '../auth/permissions.js';
 import { ApiError, ErrorCodes } from '../core/errors.js';
 import { Script } from '../objects/script.js';
+import { access } from '../policy/grants.js';
 import { normalize } from '../schema/fields.js';
 import { startScriptLogPruning } from '../scripts/logs.js';
 import { runTests, type TestCase } from '../scripts/testing.js';

@@ -21,6 +21,12 @@ export const ErrorCodes = {
   IncorrectCredential: { status: 403, code: 'Incorrect Credential' },
   ActivationCodeRequired: { status: 403, code: 'Activation Code Required' },
   CsrfCheckFailed: { status: 403, code: 'CSRF Check Failed' },
+  /**
+   * The proxy's back channel: the App is closed to this user (App.AccessGroups, its sign-in
+   * level or location). The proxy tells it from a refused credential by this code
+   * (src/wire/proxy.ts APP_REFUSED_CODE).
+   */
+  AppRefused: { status: 403, code: 'App Refused' },
   NotFound: { status: 404, code: 'Not Found' },
   MethodNotAllowed: { status: 405, code: 'Method Not Allowed' },
   NotAcceptable: { status: 406, code: 'Not Acceptable' },

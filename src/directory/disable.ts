@@ -6,6 +6,7 @@ import { APIKey } from '../objects/apikey.js';
 import { App } from '../objects/app.js';
 import { User } from '../objects/user.js';
 import { enforce } from '../policy/decide.js';
+import { whileAdministratorsHeld } from '../policy/rules.js';
 import type { Doc } from '../schema/fields.js';
 import type { Principal } from '../schema/principal.js';
 import type { ServiceContext } from '../store/context.js';
@@ -51,10 +52,15 @@ export async function disableUser(
   }
   // The same rules as a PUT of Disabled, and more: the privilege ceiling covers the keys the user
   // owns (disabling revokes them), and the last active administrator stays.
-  await enforce(ctx, actor, 'User.disable', { kind: User.kind, id: userId, doc: stored.doc });
-  const user = await ctx.store.systemPut(User, userId, (doc) => {
-    if (!doc) throw new ApiError('NotFound', `User ${userId} does not exist`);
-    return { doc: { ...doc, Disabled: true } };
+  // Ending an administrator is decided and written under the administrators lock (src/policy).
+  const user = await whileAdministratorsHeld(ctx, User.kind, stored.doc, async (held) => {
+    const current = held ? (await ctx.store.get(User, userId))?.doc : stored.doc;
+    if (!current) throw new ApiError('NotFound', `User ${userId} does not exist`);
+    await enforce(ctx, actor, 'User.disable', { kind: User.kind, id: userId, doc: current });
+    return ctx.store.systemPut(User, userId, (doc) => {
+      if (!doc) throw new ApiError('NotFound', `User ${userId} does not exist`);
+      return { doc: { ...doc, Disabled: true } };
+    });
   });
   if (!user) throw new ApiError('NotFound', `User ${userId} does not exist`);
   const sessions = (await listSessions(ctx, userId)).length;

@@ -12,6 +12,7 @@ import { Membership, membershipId } from '../objects/membership.js';
 import { User } from '../objects/user.js';
 import { VouchRequest } from '../objects/vouchrequest.js';
 import { enforce } from '../policy/decide.js';
+import { whileAdministratorsHeld } from '../policy/rules.js';
 import type { Doc } from '../schema/fields.js';
 import type { Principal } from '../schema/principal.js';
 import type { ObjectType } from '../schema/type.js';
@@ -70,31 +71,36 @@ export async function mergeUsers(
   if (!from) throw new ApiError('NotFound', `User ${fromId} does not exist`);
   // Both users: the target gains the other's factors, the merged-away user stops signing in.
   await enforce(ctx, actor, 'User.merge-into', { kind: User.kind, id: toId, doc: to.doc });
-  await enforce(ctx, actor, 'User.merge', { kind: User.kind, id: fromId, doc: from.doc });
-  if (to.doc.MergedInto)
-    throw new ApiError('Conflict', `User ${toId} was merged into ${String(to.doc.MergedInto)}`);
-  if (from.doc.MergedInto && from.doc.MergedInto !== toId)
-    throw new ApiError('Conflict', `User ${fromId} was merged into ${String(from.doc.MergedInto)} already`);
-
-  // 1. The from user lets go of its unique fields and its credentials, and is disabled.
   let taken: { doc: Doc; secret: Doc } = { doc: from.doc, secret: {} };
-  await ctx.store.systemPut(User, fromId, (doc, secret) => {
-    if (!doc) throw new ApiError('NotFound', `User ${fromId} does not exist`);
-    // On a repeated merge the values were moved already: the pending secret stays under MergeSecret.
-    const kept = (secret.MergeSecret as Doc | undefined) ?? secret;
-    taken = { doc: (secret.MergeDoc as Doc | undefined) ?? doc, secret: kept };
-    return {
-      doc: {
-        ...doc,
-        Email: '',
-        OtherEmails: [],
-        UserName: '',
-        Disabled: true,
-        MergedInto: toId,
-        ...Object.fromEntries(FLAGS.map((f) => [f, false])),
-      },
-      secret: { MergeSecret: kept, MergeDoc: taken.doc },
-    };
+  // Ending an administrator is decided and written under the administrators lock (src/policy).
+  await whileAdministratorsHeld(ctx, User.kind, from.doc, async (held) => {
+    const current = held ? (await ctx.store.get(User, fromId))?.doc : from.doc;
+    if (!current) throw new ApiError('NotFound', `User ${fromId} does not exist`);
+    await enforce(ctx, actor, 'User.merge', { kind: User.kind, id: fromId, doc: current });
+    if (to.doc.MergedInto)
+      throw new ApiError('Conflict', `User ${toId} was merged into ${String(to.doc.MergedInto)}`);
+    if (current.MergedInto && current.MergedInto !== toId)
+      throw new ApiError('Conflict', `User ${fromId} was merged into ${String(current.MergedInto)} already`);
+
+    // 1. The from user lets go of its unique fields and its credentials, and is disabled.
+    await ctx.store.systemPut(User, fromId, (doc, secret) => {
+      if (!doc) throw new ApiError('NotFound', `User ${fromId} does not exist`);
+      // On a repeated merge the values were moved already: the pending secret stays under MergeSecret.
+      const kept = (secret.MergeSecret as Doc | undefined) ?? secret;
+      taken = { doc: (secret.MergeDoc as Doc | undefined) ?? doc, secret: kept };
+      return {
+        doc: {
+          ...doc,
+          Email: '',
+          OtherEmails: [],
+          UserName: '',
+          Disabled: true,
+          MergedInto: toId,
+          ...Object.fromEntries(FLAGS.map((f) => [f, false])),
+        },
+        secret: { MergeSecret: kept, MergeDoc: taken.doc },
+      };
+    });
   });
   await deleteUserSessions(ctx, fromId);
   for (const k of await allOf(ctx.store, APIKey, { UserID: fromId }))

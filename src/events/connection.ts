@@ -1,7 +1,7 @@
 import type { FastifyRequest } from 'fastify';
-import { access } from '../auth/permissions.js';
 import type { Principal } from '../auth/principal.js';
 import { typeByKind } from '../objects/registry.js';
+import { access } from '../policy/grants.js';
 import type { Doc } from '../schema/fields.js';
 import type { ObjectType } from '../schema/type.js';
 import type { ServiceContext } from '../store/context.js';

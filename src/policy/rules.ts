@@ -159,6 +159,24 @@ export const keepsAnAdministrator = (effect: 'update' | 'remove'): Rule => ({
   },
 });
 
+/**
+ * Runs a change of a user that is now an active administrator (its decision and its write) under
+ * the 'administrators' lock, so two changes at once that would each end one of the last two
+ * administrators cannot both see the other remain: the second decides after the first committed.
+ * Changes of any other user run at once. `change` learns whether it holds the lock: if so, what it
+ * loaded before may be stale, and it loads again.
+ */
+export function whileAdministratorsHeld<T>(
+  ctx: ServiceContext,
+  kind: string,
+  stored: Doc | undefined,
+  change: (held: boolean) => Promise<T>,
+): Promise<T> {
+  return kind === User.kind && activeAdmin(stored)
+    ? ctx.store.locks.run('administrators', () => change(true))
+    : change(false);
+}
+
 /** A user may not disable itself (it would lock itself out mid-request). */
 export const notSelf: Rule = {
   name: 'user.not-self',

@@ -2,7 +2,13 @@ import type { KeyObject } from 'node:crypto';
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import type { AuthMode } from '../config/proxy.js';
-import { BACKCHANNEL, PROXY_PATHS, PROXY_TOKEN_PATTERN, type WireIdentity } from '../wire/proxy.js';
+import {
+  APP_REFUSED_CODE,
+  BACKCHANNEL,
+  PROXY_PATHS,
+  PROXY_TOKEN_PATTERN,
+  type WireIdentity,
+} from '../wire/proxy.js';
 import { type AuthBackend, BackendError } from './backend.js';
 import { COOKIE_NAME, CookieSigner, cookieHeader, RenewalCache, readCookie, STATE_COOKIE } from './cookie.js';
 import { ApiKeyCache, keyInQuery, presentedCredential } from './credentials.js';
@@ -52,9 +58,9 @@ export interface RequestView {
 
 /**
  * The service's refusal of a user the App is closed to (App.AccessGroups): the back channel
- * answers 403 with this text (src/api/backchannel.ts, requireAppAccess).
+ * answers 403 with this X-Error-Code (src/api/backchannel.ts, requireAppAccess).
  */
-const APP_CLOSED = /may not use App/;
+const appClosed = (e: BackendError) => e.code === APP_REFUSED_CODE;
 
 /** What identity resolution needs from the proxy around it. */
 export interface IdentityOptions {
@@ -137,7 +143,7 @@ export class IdentityResolver {
       const identity = await pending;
       return { ok: true, who: { identity, authType: 'bearer' } };
     } catch (e) {
-      if (e instanceof BackendError && e.refused && APP_CLOSED.test(e.message)) return this.denied(e);
+      if (e instanceof BackendError && e.refused && appClosed(e)) return this.denied(e);
       if (e instanceof BackendError && e.refused)
         return {
           ok: false,
@@ -178,7 +184,7 @@ export class IdentityResolver {
           return { ok: true, who: { identity: r.identity, authType: 'session', setCookie: r.setCookie } };
         } catch (e) {
           if (!(e instanceof BackendError && e.refused)) return this.backendDown(e);
-          if (APP_CLOSED.test(e.message)) return { ...this.denied(e), headers: this.clearing(snapshot) };
+          if (appClosed(e)) return { ...this.denied(e), headers: this.clearing(snapshot) };
         }
       }
       clearCookie = true;

@@ -21,7 +21,7 @@ export const READ: Grants = { list: 'all', get: 'all' };
 export const FULL: Grants = { list: 'all', get: 'all', create: 'all', update: 'all', delete: 'all' };
 
 /**
- * Who may set a privilege-bearing field (src/auth/permissions.ts checks them):
+ * Who may set a privilege-bearing field (src/policy/grants.ts checks them):
  *   admin:        only the admin scope may set it to anything but its default on create, or change
  *                 it on update (so demoting an administrator is admin-only too).
  *   scopes held:  every scope listed must be one the caller holds (admin holds all); an empty

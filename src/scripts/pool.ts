@@ -1,7 +1,7 @@
 import { createRequire } from 'node:module';
 import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
-import { type SandboxJob, type SandboxResult, sandboxWorker } from './worker.js';
+import { type SandboxJob, type SandboxResult, workerSource } from './worker.js';
 
 /*
  * Scripts run in worker threads, never on the service's event loop: a script that spins until its
@@ -112,7 +112,7 @@ export class SandboxPool {
   }
 
   private spawn(slot: Slot) {
-    const w = new Worker(`(${sandboxWorker.toString()})()`, {
+    const w = new Worker(workerSource(), {
       eval: true,
       workerData: { quickjs: this.quickjs },
       // The worker's code is CommonJS text: none of the process's flags (--input-type=module would

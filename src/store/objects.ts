@@ -11,6 +11,7 @@ import { type Doc, normalize } from '../schema/fields.js';
 import type { Actor, ObjectType } from '../schema/type.js';
 import type { Database, Db } from './db.js';
 import { type ListPage, type ListQuery, listObjects } from './listquery.js';
+import { NamedLocks } from './locks.js';
 import { keyTaken, lostRace, type PendingChange, pgWrite, WRITE_ATTEMPTS } from './pgwrite.js';
 import { allWritable, checkRefs, keysOf, prepare, writeKeys } from './typerules.js';
 
@@ -73,8 +74,12 @@ export class ObjectStore {
   /** The payload of this store's change notifications (PostgreSQL): its tailer ignores its own. */
   readonly notifyTag = randomUUID();
 
+  /** Named locks for decisions that must not be made twice at once (locks.ts). */
+  readonly locks: NamedLocks;
+
   constructor(readonly db: Db) {
     this.commits.setMaxListeners(0);
+    this.locks = new NamedLocks(db);
   }
 
   private get k() {

@@ -12,6 +12,13 @@ export const BACKCHANNEL = '/proxy/v1';
  */
 export const API_KEY_PATTERN = /^gv[A-Za-z0-9]{54}$/;
 
+/**
+ * The X-Error-Code of the service's 403 when the App is closed to the user (AccessGroups, level,
+ * location), as opposed to a refused credential: the proxy then answers 403 instead of asking
+ * for a sign-in. The service's error table (src/core/errors.ts AppRefused) holds the same code.
+ */
+export const APP_REFUSED_CODE = 'App Refused';
+
 /** Paths the proxy answers itself; every other path is forwarded to an upstream. */
 export const PROXY_PATHS = {
   base: '/.gatehouse/',

@@ -1,6 +1,7 @@
 import { ApiError } from '../core/errors.js';
 import { enforce } from '../policy/decide.js';
 import { checkFieldRules, FIELD_RULES } from '../policy/grants.js';
+import { whileAdministratorsHeld } from '../policy/rules.js';
 import { type Doc, defaultOf, normalize, refuseFractionalSeconds } from '../schema/fields.js';
 import type { ObjectType } from '../schema/type.js';
 import type { ServiceContext } from '../store/context.js';
@@ -103,7 +104,14 @@ export class WritePath implements ObjectWriter {
   private async update(req: WriteRequest): Promise<WriteResult> {
     const { ctx } = this;
     await enforce(ctx, req.actor, `${req.type.kind}.update`, { kind: req.type.kind, id: req.id ?? '' });
-    const existing = await this.load(req);
+    const loaded = await this.load(req);
+    return whileAdministratorsHeld(ctx, req.type.kind, loaded.doc, async (held) =>
+      this.updateLoaded(req, held ? await this.load(req) : loaded),
+    );
+  }
+
+  private async updateLoaded(req: WriteRequest, existing: StoredObject): Promise<WriteResult> {
+    const { ctx } = this;
     let body = req.op === 'patch' ? mergePatch(existing.doc, req.body ?? {}) : (req.body ?? {});
     await this.judge(req, 'update', body, existing);
     const etag = this.etagFor(req, existing);
@@ -124,15 +132,18 @@ export class WritePath implements ObjectWriter {
   private async remove(req: WriteRequest): Promise<WriteResult> {
     const { ctx } = this;
     await enforce(ctx, req.actor, `${req.type.kind}.delete`, { kind: req.type.kind, id: req.id ?? '' });
-    const existing = await this.load(req);
-    // Decided on the object as loaded, whatever the ETag: a stale one is answered 412 only to a
-    // caller who may act on the object at all.
-    await enforce(ctx, req.actor, `${req.type.kind}.delete`, {
-      kind: req.type.kind,
-      id: existing.id,
-      doc: existing.doc,
+    const loaded = await this.load(req);
+    return whileAdministratorsHeld(ctx, req.type.kind, loaded.doc, async (held) => {
+      const existing = held ? await this.load(req) : loaded;
+      // Decided on the object as loaded, whatever the ETag: a stale one is answered 412 only to a
+      // caller who may act on the object at all.
+      await enforce(ctx, req.actor, `${req.type.kind}.delete`, {
+        kind: req.type.kind,
+        id: existing.id,
+        doc: existing.doc,
+      });
+      await ctx.store.delete(req.type, existing.id, this.etagFor(req, existing));
+      return { obj: undefined, changed: true };
     });
-    await ctx.store.delete(req.type, existing.id, this.etagFor(req, existing));
-    return { obj: undefined, changed: true };
   }
 }

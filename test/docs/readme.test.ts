@@ -259,16 +259,26 @@ describe('README.md', () => {
   it.skipIf(!!skipReason)(
     'npx gatehouse works in the project directory (the command the README names)',
     () => {
-      // --no: never install anything; the project's own package is what npx runs here.
-      const r = spawnSync('npx', ['--no', '--', 'gatehouse', 'apikey', 'create', '--help'], {
-        cwd: ROOT,
-        encoding: 'utf8',
-        timeout: 60_000,
-      });
-      expect(r.status, r.stderr).toBe(0);
-      expect(r.stdout).toContain('Usage: gatehouse apikey create');
+      // --no: never install anything from the registry; the project's own package is what npx
+      // runs here. npm 11 links the project into its npx cache to run its bin, and runs the
+      // project's `prepare` (the whole build, into this dist/, under other tests' feet) when it
+      // does: the build is done already (npm test built it), so scripts are off, and the cache is
+      // the test's own, so an interrupted run cannot leave a broken entry for the next one.
+      const cache = mkdtempSync(join(tmpdir(), 'gatehouse-npx-'));
+      try {
+        const r = spawnSync('npx', ['--no', '--', 'gatehouse', 'apikey', 'create', '--help'], {
+          cwd: ROOT,
+          encoding: 'utf8',
+          timeout: 110_000,
+          env: { ...process.env, npm_config_cache: cache, npm_config_ignore_scripts: 'true' },
+        });
+        expect(r.status, r.stderr).toBe(0);
+        expect(r.stdout).toContain('Usage: gatehouse apikey create');
+      } finally {
+        rmSync(cache, { recursive: true, force: true });
+      }
     },
-    60_000,
+    120_000,
   );
 
   it.skipIf(!!skipReason)(

@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadProxyConfig } from '../../src/config/proxy.js';
 import { type AuthBackend, BackendError } from '../../src/proxy/backend.js';
 import { type RunningProxy, startProxy } from '../../src/proxy/run.js';
+import { APP_REFUSED_CODE } from '../../src/wire/proxy.js';
 import { expectAccessibleBothSchemes } from '../web/axe.js';
 
 const CHROMIUM = process.env.GATEHOUSE_CHROMIUM ?? '/usr/bin/chromium';
@@ -47,7 +48,7 @@ describe.skipIf(!HAVE_CHROMIUM)('the proxy error pages in headless Chromium', ()
       apiKey: async () => {
         throw new BackendError(
           403,
-          'Forbidden',
+          APP_REFUSED_CODE,
           'this user may not use App a1b2c3internal: it is open to active members of its AccessGroups only',
         );
       },
