@@ -336,7 +336,7 @@ export class AccessProxy implements Listener {
       rawResponse(
         socket,
         auth.status,
-        { 'content-type': 'text/plain; charset=utf-8', ...auth.headers },
+        { 'content-type': 'text/plain; charset=utf-8', 'x-error-code': auth.code, ...auth.headers },
         `${auth.message}\n`,
       );
       return;
