@@ -26,7 +26,8 @@ const RESIGN_BELOW_S = 60;
 export const RETIRED_KEEP_MS = 10 * 60_000;
 export const ASSERTION_ISSUER = 'gatehouse-proxy';
 
-interface SigningKey {
+/** A signing key and what is derived from it; a snapshot (src/proxy/snapshot.ts) holds the one in force. */
+export interface SigningKey {
   setting: string;
   key: KeyObject;
   kid: string;
@@ -64,12 +65,12 @@ export class AssertionSigner {
   private readonly cache = new WeakMap<WireIdentity, Map<string, { token: string; exp: number }>>();
 
   constructor(
-    /** The proxy.assertionkey in force now (SIGHUP may change it). */
-    private readonly setting: () => string,
+    /** proxy.assertionkey at start-up (a reload passes its own to `reload`). */
+    setting: string,
     /** The App this proxy serves: the assertion's audience. */
     private readonly appId: string,
   ) {
-    this.current = this.load(setting());
+    this.current = this.load(setting);
   }
 
   /** Whether the key was generated (no proxy.assertionkey): assertions then change key at restart. */
@@ -87,8 +88,7 @@ export class AssertionSigner {
    * key becomes the signing key at once and the one it replaces is retired. Unset keeps the
    * generated key. On error the old key stays and the error is returned.
    */
-  reload(): Error | undefined {
-    const want = this.setting();
+  reload(want: string): Error | undefined {
     if (want === '' && this.current.setting === '') return undefined;
     let next: SigningKey;
     try {
@@ -102,22 +102,25 @@ export class AssertionSigner {
     return undefined;
   }
 
-  private key(): SigningKey {
+  /** The key new assertions are signed with (a reload may replace it). */
+  get signingKey(): SigningKey {
     return this.current;
   }
 
   /** The JWK Set: the current public key and those retired less than RETIRED_KEEP_MS ago. */
   jwks(): { keys: Record<string, string>[] } {
     const now = Date.now();
-    const cur = this.key();
+    const cur = this.current;
     this.retired = this.retired.filter((r) => r.until > now && r.key.kid !== cur.kid);
     return { keys: [cur.jwk, ...this.retired.map((r) => r.key.jwk)] };
   }
 
-  /** The assertion for a request forwarded for `who` (cached while more than a minute of it is left). */
-  assertion(who: WireIdentity, authType: 'session' | 'bearer'): string {
+  /**
+   * The assertion for a request forwarded for `who` (cached while more than a minute of it is
+   * left), signed with `k`: the key of the request's snapshot.
+   */
+  assertion(who: WireIdentity, authType: 'session' | 'bearer', k: SigningKey = this.current): string {
     const now = Math.floor(Date.now() / 1000);
-    const k = this.key();
     let byType = this.cache.get(who);
     const hit = byType?.get(authType);
     if (hit && hit.exp - now >= RESIGN_BELOW_S && hit.token.startsWith(k.headerB64)) return hit.token;

@@ -9,7 +9,7 @@
  */
 import type { IncomingMessage } from 'node:http';
 import { PassThrough, type Readable } from 'node:stream';
-import { HttpError } from './errors.js';
+import { type HttpError, proxyError } from './errorcodes.js';
 
 /** How much of a body is read before an upstream connection is taken. */
 export const BODY_BUFFER_BYTES = 64 * 1024;
@@ -116,7 +116,7 @@ export class BodyWatch {
       };
       const onClose = () => {
         this.watched.delete(w);
-        if (!settled) finish(new HttpError(400, 'Bad Request', 'the request body was cut off'));
+        if (!settled) finish(proxyError('BodyCutOff'));
       };
       const finish = (e: HttpError | undefined, ended = false) => {
         settled = true;
@@ -163,7 +163,7 @@ export class BodyWatch {
       const why = w.judge(now);
       if (why) {
         this.watched.delete(w);
-        w.onSlow(new HttpError(408, 'Request Timeout', why));
+        w.onSlow(proxyError('BodyTooSlow', why));
       }
     }
     if (this.watched.size === 0 && this.timer) {

@@ -10,9 +10,10 @@ import { PROXY_PATHS, type WireIdentity } from '../wire/proxy.js';
 import type { AssertionSigner } from './assertion.js';
 import { type AuthBackend, BackendError } from './backend.js';
 import { readCookie, STATE_COOKIE } from './cookie.js';
-import { HttpError } from './errors.js';
+import { errorFrom, proxyError } from './errorcodes.js';
 import { continueIfExpected, readBody, safeReturnPath } from './http.js';
 import { type AuthOutcome, type IdentityResolver, refuse } from './identity.js';
+import type { ProxySnapshot } from './snapshot.js';
 
 /** A request forwarded and not yet answered, by the token of its access-check URL. */
 export interface InFlight {
@@ -31,10 +32,10 @@ export interface EndpointOptions {
   inflight: ReadonlyMap<string, InFlight>;
   /** A form body that pauses this long between two chunks is cut off: 408. */
   bodyIdleTimeoutMs?: number;
-  /** The proxy's origin as this request reached it (src/proxy/server.ts originOf). */
-  originOf: (req: IncomingMessage) => string;
+  /** The proxy's origin as this request reached it (src/proxy/origin.ts). */
+  originOf: (req: IncomingMessage, snapshot: ProxySnapshot) => string;
   /** The origin a callback request came to: the application's behind a trusted front proxy. */
-  callbackOrigin: (req: IncomingMessage) => string;
+  callbackOrigin: (req: IncomingMessage, snapshot: ProxySnapshot) => string;
 }
 
 export class ProxyEndpoints {
@@ -44,14 +45,21 @@ export class ProxyEndpoints {
     this.identity = opts.identity;
   }
 
-  async internal(req: IncomingMessage, res: ServerResponse, path: string, query: string) {
+  /** One request to an endpoint; `snapshot` is the request's (src/proxy/snapshot.ts) (src/proxy/snapshot.ts). */
+  async internal(
+    req: IncomingMessage,
+    res: ServerResponse,
+    path: string,
+    query: string,
+    snapshot: ProxySnapshot,
+  ) {
     if (path.startsWith(PROXY_PATHS.accessCheck))
       return this.accessCheck(req, res, path.slice(PROXY_PATHS.accessCheck.length));
-    if (path === PROXY_PATHS.callback) return this.callback(req, res, new URLSearchParams(query.slice(1)));
+    if (path === PROXY_PATHS.callback)
+      return this.callback(req, res, new URLSearchParams(query.slice(1)), snapshot);
     if (path === PROXY_PATHS.jwks) {
       limitUnusedBody(req, res);
-      if (req.method !== 'GET' && req.method !== 'HEAD')
-        throw new HttpError(405, 'Method Not Allowed', 'the key set is read with GET');
+      if (req.method !== 'GET' && req.method !== 'HEAD') throw proxyError('JwksMethod');
       const body = JSON.stringify(this.opts.assertions.jwks());
       res.writeHead(200, {
         'content-type': 'application/jwk-set+json',
@@ -64,42 +72,42 @@ export class ProxyEndpoints {
       if (this.identity.tokenProblem)
         return refuse(req, res, this.identity.unavailable() as Extract<AuthOutcome, { ok: false }>);
       const back = new URLSearchParams(query.slice(1)).get('return') ?? '/';
-      const { location, setCookie } = this.identity.signinRedirect(this.opts.originOf(req), back);
+      const { location, setCookie } = this.identity.signinRedirect(
+        snapshot,
+        this.opts.originOf(req, snapshot),
+        back,
+      );
       limitUnusedBody(req, res);
       res.writeHead(302, { location, 'set-cookie': setCookie, 'cache-control': 'no-store' });
       return void res.end();
     }
-    throw new HttpError(404, 'Not Found', `no proxy endpoint ${path}`);
+    throw proxyError('NoEndpoint', path);
   }
 
   /** Back from the service's sign-in: check the state, exchange the one-time code, set our cookie. */
-  private async callback(req: IncomingMessage, res: ServerResponse, params: URLSearchParams) {
-    if (req.method !== 'GET') throw new HttpError(405, 'Method Not Allowed', 'use GET');
+  private async callback(
+    req: IncomingMessage,
+    res: ServerResponse,
+    params: URLSearchParams,
+    snapshot: ProxySnapshot,
+  ) {
+    if (req.method !== 'GET') throw proxyError('CallbackMethod');
     const code = params.get('code') ?? '';
     const state = params.get('state') ?? '';
     const saved = readCookie(req.headers.cookie, STATE_COOKIE) ?? '';
-    if (saved === '' && code !== '') return this.retry(req, res, state);
+    if (saved === '' && code !== '') return this.retry(req, res, state, snapshot);
     const dot = saved.indexOf('.');
     const savedState = dot < 0 ? '' : saved.slice(0, dot);
     if (code === '' || state === '' || savedState === '' || !constantEqual(state, savedState))
-      throw new HttpError(
-        400,
-        'Bad Request',
-        'this sign-in link is not for this browser or has expired; start again',
-      );
+      throw proxyError('SigninLinkInvalid');
     const back = safeReturnPath(Buffer.from(saved.slice(dot + 1), 'base64url').toString('utf8'));
     let identity: WireIdentity;
     try {
       identity = await this.opts.backend.exchangeCode(code);
     } catch (e) {
-      if (e instanceof BackendError && e.refused)
-        throw new HttpError(
-          400,
-          'Bad Request',
-          'the sign-in code is invalid or was already used; start again',
-        );
+      if (e instanceof BackendError && e.refused) throw proxyError('SigninCodeInvalid');
       const out = this.identity.backendDown(e) as Extract<AuthOutcome, { ok: false }>;
-      throw new HttpError(out.status, out.code, out.message);
+      throw errorFrom(out);
     }
     const signed = (await this.identity.signer.sign(identity)).token;
     limitUnusedBody(req, res);
@@ -107,8 +115,8 @@ export class ProxyEndpoints {
       location: back,
       'cache-control': 'no-store',
       'set-cookie': [
-        this.identity.sessionCookie(signed, identity),
-        this.identity.cookie(STATE_COOKIE, '', 0, PROXY_PATHS.base),
+        this.identity.sessionCookie(snapshot, signed, identity),
+        this.identity.cookie(snapshot, STATE_COOKIE, '', 0, PROXY_PATHS.base),
       ],
     });
     res.end();
@@ -120,18 +128,12 @@ export class ProxyEndpoints {
    * this proxy's own first attempt, the sign-in starts again from here, where the state cookie
    * reaches the browser (the service signs a signed-in browser straight back); else 400.
    */
-  private retry(req: IncomingMessage, res: ServerResponse, state: string) {
+  private retry(req: IncomingMessage, res: ServerResponse, state: string, snapshot: ProxySnapshot) {
     const opened = this.identity.states.open(state);
-    if (!opened || opened.retried)
-      throw new HttpError(
-        400,
-        'Bad Request',
-        opened
-          ? 'this browser did not keep the sign-in cookie: allow cookies for this site and start again'
-          : 'this sign-in link is not for this browser or has expired; start again',
-      );
+    if (!opened || opened.retried) throw proxyError(opened ? 'CookieNotKept' : 'SigninLinkInvalid');
     const { location, setCookie } = this.identity.signinRedirect(
-      this.opts.callbackOrigin(req),
+      snapshot,
+      this.opts.callbackOrigin(req, snapshot),
       opened.back ?? '/',
       true,
     );
@@ -143,28 +145,25 @@ export class ProxyEndpoints {
   /** POST from the upstream while its request is in flight: is the user in these groups? */
   private async accessCheck(req: IncomingMessage, res: ServerResponse, token: string) {
     const entry = this.opts.inflight.get(token);
-    if (!entry)
-      throw new HttpError(404, 'Not Found', 'this access-check URL is not valid (its request has completed)');
-    if (req.method !== 'POST')
-      throw new HttpError(405, 'Method Not Allowed', 'POST a form to the access-check URL');
+    if (!entry) throw proxyError('AccessCheckGone');
+    if (req.method !== 'POST') throw proxyError('AccessCheckMethod');
     const type = String(req.headers['content-type'] ?? '')
       .split(';')[0]
       ?.trim()
       .toLowerCase();
-    if (type !== 'application/x-www-form-urlencoded')
-      throw new HttpError(415, 'Unsupported Media Type', 'send application/x-www-form-urlencoded');
+    if (type !== 'application/x-www-form-urlencoded') throw proxyError('AccessCheckMediaType');
     continueIfExpected(req, res);
     const form = new URLSearchParams(await readBody(req, 65_536, this.opts.bodyIdleTimeoutMs ?? 30_000));
     const groups = form.getAll('group').map((g) => g.trim());
     const op = form.get('op') ?? 'and';
-    if (op !== 'and' && op !== 'or') throw new HttpError(400, 'Bad Request', 'op must be "and" or "or"');
+    if (op !== 'and' && op !== 'or') throw proxyError('AccessCheckOp');
     if (groups.length === 0 || groups.some((g) => !/^[A-Za-z0-9_-]{1,64}$/.test(g)) || groups.length > 64)
-      throw new HttpError(400, 'Bad Request', 'give 1 to 64 group values, each a group ID');
+      throw proxyError('AccessCheckGroups');
     let next = form.get('next') ?? '';
     try {
       next = next === '' ? `${entry.origin}/` : new URL(next, `${entry.origin}/`).toString();
     } catch {
-      throw new HttpError(400, 'Bad Request', 'next is not a URL');
+      throw proxyError('AccessCheckNext');
     }
     let status: number;
     let location: string | undefined;
@@ -180,7 +179,7 @@ export class ProxyEndpoints {
       body = groups.map((g) => ({ GroupID: g, StatusCode: 401, Location: signin }));
     } else {
       if (this.identity.tokenProblem)
-        throw new HttpError(503, 'Proxy Not Authorized', this.identity.tokenProblem);
+        throw proxyError('AccessCheckNotAuthorized', this.identity.tokenProblem);
       try {
         const r = await this.opts.backend.accessCheck({
           UserID: entry.identity.UserID,
@@ -193,8 +192,8 @@ export class ProxyEndpoints {
         body = r.Results;
       } catch (e) {
         const out = this.identity.backendDown(e) as Extract<AuthOutcome, { ok: false }>;
-        if (e instanceof BackendError && e.refused) throw new HttpError(400, 'Bad Request', e.message);
-        throw new HttpError(out.status, out.code, out.message);
+        if (e instanceof BackendError && e.refused) throw proxyError('AccessCheckRefused', e.message);
+        throw errorFrom(out);
       }
     }
     const headers: Record<string, string> = {

@@ -2,29 +2,6 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { limitUnusedBody, UNUSED_BODY_BYTES, UNUSED_BODY_MS } from '../core/unusedbody.js';
 import { errorPage, type PageDetail } from './pages.js';
-import type { UpstreamError } from './upstream/pool.js';
-
-/** An answer the proxy gives itself instead of forwarding: the status and its X-Error-Code phrase. */
-export class HttpError extends Error {
-  constructor(
-    readonly status: number,
-    readonly code: string,
-    message: string,
-  ) {
-    super(message);
-  }
-}
-
-/** A failed upstream exchange as the client sees it: 504 when it timed out, else 502. */
-export function upstreamError(e: unknown): HttpError {
-  const kind = (e as Partial<UpstreamError>).kind;
-  const code = (e as { code?: string }).code ?? '';
-  if (kind === 'timeout' || code === 'ETIMEDOUT')
-    return new HttpError(504, 'Gateway Timeout', 'the application did not answer in time');
-  if (kind === 'protocol')
-    return new HttpError(502, 'Bad Gateway', 'the application sent a response the proxy cannot relay');
-  return new HttpError(502, 'Bad Gateway', 'the application cannot be reached');
-}
 
 /** The X-Error-Code a response was refused with, kept on it for the access log (src/proxy/accesslog.ts). */
 export const ERROR_CODE: unique symbol = Symbol('gatehouse.errorCode');

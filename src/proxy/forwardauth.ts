@@ -6,19 +6,18 @@
  * the front proxy copies onto the request it forwards, or a refusal it relays (docs/proxy.md).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { AddressMatcher } from '../config/addresses.js';
-import type { AuthMode, ProxyConfig } from '../config/proxy.js';
+import type { AuthMode } from '../config/proxy.js';
 import { routeFor } from '../config/routing.js';
 import { limitUnusedBody } from '../core/unusedbody.js';
 import { ASSERTION_HEADER, type WireIdentity } from '../wire/proxy.js';
 import type { AccessRecord } from './accesslog.js';
 import type { AssertionSigner } from './assertion.js';
 import { forwardableAuthorization } from './credentials.js';
-import { HttpError } from './errors.js';
-import type { HostRoutes } from './hosts.js';
+import { HttpError, proxyError } from './errorcodes.js';
 import { httpOrigin, plainHostName } from './hosts.js';
 import { headerText, requestTarget } from './http.js';
 import type { AuthOutcome, Identified, IdentityResolver, RequestView } from './identity.js';
+import type { ProxySnapshot } from './snapshot.js';
 
 /** The two dialects: nginx's (X-Original-URL, X-Original-Method) and Traefik's and Caddy's (X-Forwarded-*). */
 export type ForwardAuthKind = 'auth-request' | 'forward-auth';
@@ -38,11 +37,6 @@ export interface OriginalRequest extends RequestView {
 export interface ForwardAuthOptions {
   identity: IdentityResolver;
   assertions: AssertionSigner;
-  config: () => ProxyConfig;
-  routes: () => HostRoutes;
-  trusted: () => AddressMatcher;
-  /** The origins the App is served on, from the service; empty: not told (the service checks). */
-  origins: () => ReadonlySet<string>;
 }
 
 /** What one forward-auth answer was, for the access log. */
@@ -57,6 +51,7 @@ const single = (v: string | string[] | undefined): string | undefined =>
   Array.isArray(v) ? (v.length === 1 ? v[0] : undefined) : v;
 
 const METHOD = /^[A-Z][A-Z0-9_-]{0,31}$/;
+const NONE: ReadonlySet<string> = new Set();
 
 /**
  * Reads the original request from a trusted front proxy's headers. Throws HttpError 400 for a
@@ -73,12 +68,7 @@ export function originalRequest(req: IncomingMessage, kind: ForwardAuthKind): Or
     const url = single(h['x-original-url']);
     method = single(h['x-original-method']);
     const m = url === undefined ? null : /^(https?):\/\/([^/?#\s]+)(\S*)$/i.exec(url);
-    if (!m)
-      throw new HttpError(
-        400,
-        'Bad Request',
-        'X-Original-URL must be the absolute URL of the original request',
-      );
+    if (!m) throw proxyError('OriginalUrlMissing');
     scheme = (m[1] as string).toLowerCase();
     authority = m[2] as string;
     target = m[3] === '' ? '/' : (m[3] as string);
@@ -88,21 +78,15 @@ export function originalRequest(req: IncomingMessage, kind: ForwardAuthKind): Or
     method = single(h['x-forwarded-method']);
     const uri = single(h['x-forwarded-uri']);
     if ((proto !== 'http' && proto !== 'https') || host === undefined || uri === undefined)
-      throw new HttpError(
-        400,
-        'Bad Request',
-        'X-Forwarded-Proto (http or https), X-Forwarded-Host and X-Forwarded-Uri must each be given once',
-      );
+      throw proxyError('ForwardedHeadersMissing');
     scheme = proto;
     authority = host;
     target = uri === '' ? '/' : uri;
   }
-  if (method === undefined || !METHOD.test(method))
-    throw new HttpError(400, 'Bad Request', 'the original method is missing or malformed');
-  if (authority.includes('@') || /[\s/\\?#]/.test(authority))
-    throw new HttpError(400, 'Bad Request', 'the original host is malformed');
+  if (method === undefined || !METHOD.test(method)) throw proxyError('OriginalMethodBad');
+  if (authority.includes('@') || /[\s/\\?#]/.test(authority)) throw proxyError('OriginalHostBad');
   const origin = httpOrigin(`${scheme}://${authority}/`);
-  if (origin === undefined) throw new HttpError(400, 'Bad Request', 'the original host is malformed');
+  if (origin === undefined) throw proxyError('OriginalHostBad');
   const { path, query } = requestTarget(target);
   return {
     url: path + query,
@@ -117,12 +101,16 @@ export function originalRequest(req: IncomingMessage, kind: ForwardAuthKind): Or
 export class ForwardAuth {
   constructor(private readonly o: ForwardAuthOptions) {}
 
-  /** Answers one forward-auth request and notes in the access record what was decided. */
+  /**
+   * Answers one forward-auth request and notes in the access record what was decided. `snapshot` is
+   * the request's (src/proxy/snapshot.ts).
+   */
   answerFor(
     req: IncomingMessage,
     res: ServerResponse,
     kind: ForwardAuthKind,
     rec: AccessRecord,
+    snapshot: ProxySnapshot,
   ): Promise<void> | undefined {
     const note: ForwardAuthResult = { mode: undefined, outcome: undefined, host: undefined, path: undefined };
     const noted = () => {
@@ -135,7 +123,7 @@ export class ForwardAuth {
       }
     };
     try {
-      const pending = this.handle(req, res, kind, note);
+      const pending = this.handle(req, res, kind, note, snapshot);
       if (!pending) return void noted();
       return pending.finally(noted);
     } catch (e) {
@@ -153,49 +141,55 @@ export class ForwardAuth {
     res: ServerResponse,
     kind: ForwardAuthKind,
     note: ForwardAuthResult,
+    snapshot: ProxySnapshot,
   ): Promise<void> | undefined {
     limitUnusedBody(req, res);
-    if (!this.o.trusted().matches(req.socket.remoteAddress))
-      throw new HttpError(
-        403,
-        'Forbidden',
-        'forward auth answers only the front proxies listed in proxy.trustedproxies',
-      );
-    if (req.method !== 'GET' && req.method !== 'HEAD')
-      throw new HttpError(405, 'Method Not Allowed', 'forward auth is asked with GET');
+    if (!snapshot.trusted.matches(req.socket.remoteAddress)) throw proxyError('UntrustedFrontProxy');
+    if (req.method !== 'GET' && req.method !== 'HEAD') throw proxyError('ForwardAuthMethod');
     const original = originalRequest(req, kind);
     note.host = original.host;
     note.path = original.path;
     // The sign-in comes back to the original origin: only to one the App is served on, when the
     // service has said which (else the service refuses a callback URL on any other origin).
-    const origins = this.o.origins();
+    // The origins the App is served on, from the service; empty: not told (the service checks).
+    const origins = snapshot.learned?.origins ?? NONE;
     const name = plainHostName(original.host);
     if (
       origins.size > 0 &&
       !origins.has(original.origin) &&
-      !(name !== undefined && this.o.routes().serves(name))
+      !(name !== undefined && snapshot.routes.serves(name))
     )
-      throw new HttpError(400, 'Bad Request', 'the original host is not one this App is served on');
-    const route = routeFor(this.o.config(), original.path, this.o.routes().defaultsFor(original.host));
+      throw proxyError('OriginalHostNotServed');
+    const route = routeFor(snapshot.config, original.path, snapshot.routes.defaultsFor(original.host));
     note.mode = route.auth;
-    const auth = this.o.identity.authenticate(original, route.auth);
+    const auth = this.o.identity.authenticate(original, route.auth, snapshot);
     if (auth instanceof Promise)
       return auth.then((a) => {
         note.outcome = a;
-        this.answer(req, res, kind, a);
+        this.answer(req, res, kind, a, snapshot);
       });
     note.outcome = auth;
-    this.answer(req, res, kind, auth);
+    this.answer(req, res, kind, auth, snapshot);
     return undefined;
   }
 
-  private answer(req: IncomingMessage, res: ServerResponse, kind: ForwardAuthKind, auth: AuthOutcome) {
+  private answer(
+    req: IncomingMessage,
+    res: ServerResponse,
+    kind: ForwardAuthKind,
+    auth: AuthOutcome,
+    snapshot: ProxySnapshot,
+  ) {
     if (res.destroyed) return;
     if (auth.ok) {
       const h: Record<string, string | string[]> = { 'cache-control': 'no-store', 'content-length': '0' };
       if (auth.who) {
         Object.assign(h, identityResponseHeaders(auth.who.identity, auth.who.authType));
-        h[ASSERTION_HEADER] = this.o.assertions.assertion(auth.who.identity, auth.who.authType);
+        h[ASSERTION_HEADER] = this.o.assertions.assertion(
+          auth.who.identity,
+          auth.who.authType,
+          snapshot.assertionKey,
+        );
         if (auth.who.setCookie) h['set-cookie'] = auth.who.setCookie;
       } else {
         // The front proxy replaces Authorization with the answer's: give back the client's own

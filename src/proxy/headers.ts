@@ -4,12 +4,12 @@
  */
 import type { IncomingMessage } from 'node:http';
 import { ASSERTION_HEADER, PROXY_PATHS, type WireIdentity } from '../wire/proxy.js';
-import type { AssertionSigner } from './assertion.js';
+import type { AssertionSigner, SigningKey } from './assertion.js';
 import { stripOwnCookies } from './cookie.js';
 import { forwardableAuthorization } from './credentials.js';
 import { connectionTokens, HOP, headerText, isReserved } from './http.js';
 import type { AuthOutcome, Identified } from './identity.js';
-import type { UpstreamTarget } from './upstream/pool.js';
+import type { UpstreamTarget } from './upstream/request.js';
 
 /**
  * The header lines of the upstream request (each ending in CRLF): the client's headers less
@@ -29,6 +29,8 @@ export function upstreamHeaders(
   secure: boolean,
   /** Signs the identity assertion (X-Service-Assertion) of requests forwarded for a user. */
   assertions: AssertionSigner,
+  /** The request's signing key (its snapshot's). */
+  assertionKey: SigningKey,
 ): string {
   const who = auth.who;
   const from = req.headers;
@@ -58,7 +60,7 @@ export function upstreamHeaders(
   if (from.host !== undefined) h += `x-forwarded-host: ${from.host}\r\n`;
   h += `x-service-access-check: ${accessCheckOrigin}${PROXY_PATHS.accessCheck}${token}\r\n`;
   if (who)
-    h += `${identityHeaders(who.identity)[who.authType]}${ASSERTION_HEADER}: ${assertions.assertion(who.identity, who.authType)}\r\n`;
+    h += `${identityHeaders(who.identity)[who.authType]}${ASSERTION_HEADER}: ${assertions.assertion(who.identity, who.authType, assertionKey)}\r\n`;
   return h;
 }
 

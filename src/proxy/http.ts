@@ -3,7 +3,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { canonicalPath, PathError } from '../core/path.js';
 import { redactUrl } from '../core/redact.js';
 import { localReturnPath } from '../core/returnurl.js';
-import { HttpError } from './errors.js';
+import { type HttpError, proxyError } from './errorcodes.js';
 import { plainHostName } from './hosts.js';
 
 /**
@@ -113,10 +113,10 @@ export function listenerOrigin(
  */
 export function requestTarget(url: string | undefined): { path: string; query: string } {
   const target = url ?? '/';
-  if (target.includes('#')) throw new HttpError(400, 'Bad Request', '"#" is not allowed in a request target');
+  if (target.includes('#')) throw proxyError('TargetFragment');
   const q = target.indexOf('?');
   const rawPath = q < 0 ? target : target.slice(0, q);
-  if (!rawPath.startsWith('/')) throw new HttpError(400, 'Bad Request', 'the request target must be a path');
+  if (!rawPath.startsWith('/')) throw proxyError('TargetNotPath');
   return { path: requestPath(rawPath), query: q < 0 ? '' : target.slice(q) };
 }
 
@@ -130,7 +130,7 @@ export function requestPath(raw: string): string {
   try {
     return canonicalPath(raw);
   } catch (e) {
-    if (e instanceof PathError) throw new HttpError(400, 'Bad Request', e.message);
+    if (e instanceof PathError) throw proxyError('PathNotCanonical', e.message);
     throw e;
   }
 }
@@ -196,20 +196,16 @@ export function readBody(req: IncomingMessage, limit: number, idleMs: number): P
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
-    const timer = setTimeout(
-      () => stop(new HttpError(408, 'Request Timeout', 'the request body stopped coming')),
-      idleMs,
-    );
+    const timer = setTimeout(() => stop(proxyError('FormStalled')), idleMs);
     timer.unref();
     const onData = (chunk: Buffer) => {
       size += chunk.length;
-      if (size > limit)
-        return stop(new HttpError(413, 'Payload Too Large', `the form may be at most ${limit} bytes`));
+      if (size > limit) return stop(proxyError('FormTooLarge', String(limit)));
       chunks.push(chunk);
       timer.refresh();
     };
     const onEnd = () => stop(undefined);
-    const onClose = () => stop(new HttpError(400, 'Bad Request', 'the request body was cut off'));
+    const onClose = () => stop(proxyError('BodyCutOff'));
     const stop = (e: HttpError | undefined) => {
       clearTimeout(timer);
       req.off('data', onData);

@@ -1,7 +1,7 @@
 import type { KeyObject } from 'node:crypto';
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
-import type { AuthMode, ProxyConfig } from '../config/proxy.js';
+import type { AuthMode } from '../config/proxy.js';
 import {
   APP_REFUSED_CODE,
   BACKCHANNEL,
@@ -12,8 +12,10 @@ import {
 import { type AuthBackend, BackendError } from './backend.js';
 import { COOKIE_NAME, CookieSigner, cookieHeader, RenewalCache, readCookie, STATE_COOKIE } from './cookie.js';
 import { ApiKeyCache, keyInQuery, presentedCredential } from './credentials.js';
+import { errorOf } from './errorcodes.js';
 import { sendError } from './errors.js';
 import { isBrowser, safeReturnPath } from './http.js';
+import type { ProxySnapshot } from './snapshot.js';
 import { STATE_TTL_S, StateSealer } from './state.js';
 
 export interface Identified {
@@ -71,10 +73,8 @@ export interface IdentityOptions {
   secure: boolean;
   /** Lifetime of the signed session cookie (seconds). */
   cookieTtlS?: number;
-  /** The settings in force now (SIGHUP replaces them): cookies take proxy.cookiedomain from them. */
-  config: () => ProxyConfig;
   /** The proxy's origin as this request reached it: the sign-in callback URL is built from it. */
-  originOf: (req: IncomingMessage) => string;
+  originOf: (req: IncomingMessage, snapshot: ProxySnapshot) => string;
 }
 
 /**
@@ -106,15 +106,16 @@ export class IdentityResolver {
   /** Seals and opens the sign-in state (src/proxy/state.ts). */
   readonly states: StateSealer;
 
-  /** Synchronous for cached API keys and cookies; a promise when the service must be asked. */
-  authenticate(req: RequestView, mode: AuthMode): AuthOutcome | Promise<AuthOutcome> {
-    if (keyInQuery(req.url))
-      return {
-        ok: false,
-        status: 400,
-        code: 'Bad Request',
-        message: 'an API key in the URL is not accepted here: send it as "Authorization: Bearer <key>"',
-      };
+  /**
+   * Synchronous for cached API keys and cookies; a promise when the service must be asked.
+   * `snapshot` is the request's (src/proxy/snapshot.ts) (src/proxy/snapshot.ts): cookies set take its settings.
+   */
+  authenticate(
+    req: RequestView,
+    mode: AuthMode,
+    snapshot: ProxySnapshot,
+  ): AuthOutcome | Promise<AuthOutcome> {
+    if (keyInQuery(req.url)) return { ok: false, ...errorOf('KeyInUrl') };
     if (mode === 'none') return { ok: true, who: undefined, appAuthorization: true };
     const presented = presentedCredential(req.headers.authorization);
     if (presented.kind === 'key') {
@@ -134,7 +135,7 @@ export class IdentityResolver {
           who: { identity: renewed.identity, authType: 'session', setCookie: renewed.setCookie },
         };
     }
-    return this.authenticateSlow(req, mode, cookie);
+    return this.authenticateSlow(req, mode, cookie, snapshot);
   }
 
   private async keyOutcome(pending: Promise<WireIdentity>): Promise<AuthOutcome> {
@@ -146,9 +147,7 @@ export class IdentityResolver {
       if (e instanceof BackendError && e.refused)
         return {
           ok: false,
-          status: 401,
-          code: 'Unauthenticated',
-          message: `the API key was refused: ${e.message}`,
+          ...errorOf('KeyRefused', e.message),
           headers: { 'www-authenticate': 'Bearer realm="gatehouse", error="invalid_token"' },
         };
       return this.backendDown(e);
@@ -157,13 +156,14 @@ export class IdentityResolver {
 
   /** 403 for a known user the App is closed to: the page links to the access-request page. */
   denied(e: BackendError): Extract<AuthOutcome, { ok: false }> {
-    return { ok: false, status: 403, code: 'Forbidden', message: e.message, denied: true };
+    return { ok: false, ...errorOf('AppClosed', e.message), denied: true };
   }
 
   private async authenticateSlow(
     req: RequestView,
     mode: AuthMode,
     cookie: string | undefined,
+    snapshot: ProxySnapshot,
   ): Promise<AuthOutcome> {
     let clearCookie = false;
     if (cookie) {
@@ -175,12 +175,16 @@ export class IdentityResolver {
           const r = await this.renewals.renew(cookie, async () => {
             const identity = await this.opts.backend.session(v.sessionId);
             const signed = await this.signer.sign(identity);
-            return { identity, exp: signed.exp, setCookie: this.sessionCookie(signed.token, identity) };
+            return {
+              identity,
+              exp: signed.exp,
+              setCookie: this.sessionCookie(snapshot, signed.token, identity),
+            };
           });
           return { ok: true, who: { identity: r.identity, authType: 'session', setCookie: r.setCookie } };
         } catch (e) {
           if (!(e instanceof BackendError && e.refused)) return this.backendDown(e);
-          if (appClosed(e)) return { ...this.denied(e), headers: this.clearing() };
+          if (appClosed(e)) return { ...this.denied(e), headers: this.clearing(snapshot) };
         }
       }
       clearCookie = true;
@@ -189,33 +193,25 @@ export class IdentityResolver {
     if (isBrowser(req)) {
       if (this.tokenProblem) return this.unavailable();
       const { location, setCookie } = this.signinRedirect(
-        req.origin ?? this.opts.originOf(req as IncomingMessage),
+        snapshot,
+        req.origin ?? this.opts.originOf(req as IncomingMessage, snapshot),
         req.url ?? '/',
       );
       return {
         ok: false,
-        status: 302,
-        code: 'Sign In Required',
-        message: 'sign in to continue',
+        ...errorOf('SignInRequired'),
         headers: { location, 'set-cookie': setCookie, 'cache-control': 'no-store' },
       };
     }
     return {
       ok: false,
-      status: 401,
-      code: 'Unauthenticated',
-      message: 'authentication required: sign in, or send an API key as "Authorization: Bearer <key>"',
+      ...errorOf('AuthenticationRequired'),
       headers: { 'www-authenticate': 'Bearer realm="gatehouse", Basic realm="gatehouse"' },
     };
   }
 
   unavailable(): AuthOutcome {
-    return {
-      ok: false,
-      status: 503,
-      code: 'Proxy Not Authorized',
-      message: `this proxy cannot authenticate users: ${this.tokenProblem}`,
-    };
+    return { ok: false, ...errorOf('ProxyNotAuthorized', String(this.tokenProblem)) };
   }
 
   backendDown(e: unknown): AuthOutcome {
@@ -225,30 +221,26 @@ export class IdentityResolver {
       return this.unavailable();
     }
     this.log.warn({ err: String(e) }, 'the service could not be asked');
-    return {
-      ok: false,
-      status: 503,
-      code: 'Service Unavailable',
-      message: 'the identity service cannot be reached',
-    };
+    return { ok: false, ...errorOf('ServiceUnreachable') };
   }
 
   /** A Set-Cookie ending the proxy's session cookie. */
-  clearing(): Record<string, string> {
-    return { 'set-cookie': this.cookie(COOKIE_NAME, '', 0) };
+  clearing(snapshot: ProxySnapshot): Record<string, string> {
+    return { 'set-cookie': this.cookie(snapshot, COOKIE_NAME, '', 0) };
   }
 
   /**
    * Starts the sign-in handshake: a state cookie here, the browser to the service with the
    * callback URL on `origin` (the service checks it is an origin of the App).
    */
-  signinRedirect(origin: string, returnTo: string, retried = false) {
+  signinRedirect(snapshot: ProxySnapshot, origin: string, returnTo: string, retried = false) {
     const back = safeReturnPath(returnTo);
     const state = this.states.seal(back, retried);
     const callback = `${origin}${PROXY_PATHS.callback}`;
     const params = new URLSearchParams({ app: this.appId ?? '', state, return: callback });
     const location = `${this.opts.backend.publicUrl}${BACKCHANNEL}/signin?${params}`;
     const setCookie = this.cookie(
+      snapshot,
       STATE_COOKIE,
       `${state}.${Buffer.from(back).toString('base64url')}`,
       STATE_TTL_S,
@@ -257,19 +249,20 @@ export class IdentityResolver {
     return { location, setCookie };
   }
 
-  cookie(name: string, value: string, maxAge: number, path = '/') {
+  /** A Set-Cookie with the request's settings (proxy.cookiedomain). */
+  cookie(snapshot: ProxySnapshot, name: string, value: string, maxAge: number, path = '/') {
     return cookieHeader(name, value, {
       maxAge,
       secure: this.opts.secure,
-      domain: this.opts.config().proxy.cookiedomain,
+      domain: snapshot.config.proxy.cookiedomain,
       path,
     });
   }
 
   /** The session cookie lives as long as the service session; the proof inside expires much sooner. */
-  sessionCookie(signed: string, identity: WireIdentity) {
+  sessionCookie(snapshot: ProxySnapshot, signed: string, identity: WireIdentity) {
     const until = identity.Expires ? Date.parse(identity.Expires) : Date.now() + 86_400_000;
-    return this.cookie(COOKIE_NAME, signed, Math.max(1, Math.floor((until - Date.now()) / 1000)));
+    return this.cookie(snapshot, COOKIE_NAME, signed, Math.max(1, Math.floor((until - Date.now()) / 1000)));
   }
 }
 

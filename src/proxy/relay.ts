@@ -1,8 +1,9 @@
 import type { ServerResponse } from 'node:http';
 import { setsGatehouseCookie } from './cookie.js';
-import { HttpError, upstreamError } from './errors.js';
+import { type HttpError, proxyError, upstreamError } from './errorcodes.js';
 import { connectionTokens, HOP, HOP_LENGTHS } from './http.js';
-import type { Exchange, ResponseSink, UpstreamError } from './upstream/pool.js';
+import type { Exchange } from './upstream/exchange.js';
+import type { ResponseSink, UpstreamError } from './upstream/request.js';
 import type { ResponseHead } from './upstream/response.js';
 
 /**
@@ -50,10 +51,8 @@ export const RETRY_AFTER_S = '5';
 /** A failed exchange as the client sees it (the pool's own limits, then upstreamError). */
 export function upstreamFailure(err: UpstreamError): HttpError {
   let out: HttpError;
-  if (err.kind === 'busy')
-    out = new HttpError(503, 'Service Unavailable', 'the application is busy: try again shortly');
-  else if (err.kind === 'body-idle')
-    out = new HttpError(408, 'Request Timeout', 'the request body stopped arriving');
+  if (err.kind === 'busy') out = proxyError('UpstreamBusy');
+  else if (err.kind === 'body-idle') out = proxyError('BodyStoppedArriving');
   else out = upstreamError(err);
   out.cause = err.message;
   return out;

@@ -10,15 +10,12 @@ import { STATUS_CODES } from 'node:http';
 import type net from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
-import { endSoon, HttpError, rawResponse } from './errors.js';
+import { type HttpError, proxyError } from './errorcodes.js';
+import { endSoon, rawResponse } from './errors.js';
 import { endToEndHeaders, RETRY_AFTER_S, upstreamFailure } from './relay.js';
-import type {
-  Exchange,
-  ResponseSink,
-  UpstreamError,
-  UpstreamPool,
-  UpstreamRequest,
-} from './upstream/pool.js';
+import type { Exchange } from './upstream/exchange.js';
+import type { UpstreamPool } from './upstream/pool.js';
+import type { ResponseSink, UpstreamError, UpstreamRequest } from './upstream/request.js';
 import type { ResponseHead } from './upstream/response.js';
 
 /**
@@ -104,10 +101,7 @@ export class UpgradeRelay implements ResponseSink {
     if (this.earlyBytes > MAX_EARLY_BYTES) {
       this.finish();
       this.exchange?.abort();
-      rawError(
-        this.client,
-        new HttpError(400, 'Bad Request', 'too much data was sent before the upgrade was accepted'),
-      );
+      rawError(this.client, proxyError('EarlyDataTooLarge'));
       return;
     }
     this.early.push(chunk);
@@ -169,10 +163,7 @@ export class UpgradeRelay implements ResponseSink {
     if (!this.websocket || !namesWebsocket(head)) {
       upstream.destroy();
       this.log.warn('the upstream answered an upgrade with a 101 to another protocol');
-      return rawError(
-        this.client,
-        new HttpError(502, 'Bad Gateway', 'the application switched to a protocol the proxy does not relay'),
-      );
+      return rawError(this.client, proxyError('UpstreamSwitchedProtocol'));
     }
     this.state = 'tunnel';
     const { client } = this;

@@ -3,13 +3,13 @@ import http from 'node:http';
 import net, { type AddressInfo } from 'node:net';
 import { Readable } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
+import { UpstreamPool } from '../../src/proxy/upstream/pool.js';
 import {
   type ResponseSink,
   type UpstreamError,
-  UpstreamPool,
   type UpstreamRequest,
   upstreamTarget,
-} from '../../src/proxy/upstream/pool.js';
+} from '../../src/proxy/upstream/request.js';
 
 /** A TCP server whose every connection is handed to `onConn`: it scripts the upstream byte by byte. */
 async function rawServer(onConn: (socket: net.Socket, index: number) => void) {

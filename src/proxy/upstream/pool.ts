@@ -1,88 +1,21 @@
-import net from 'node:net';
-import type { Readable } from 'node:stream';
-import tls from 'node:tls';
-import { type ResponseHead, ResponseParseError, ResponseParser } from './response.js';
-
 /**
  * The proxy's HTTP/1.1 client for upstream requests: keep-alive connections per upstream origin,
  * one request at a time on each (no pipelining), request and response bodies streamed with
  * backpressure. It does only what a reverse proxy needs, which makes it about a third cheaper
  * per request than undici here (docs/decisions.md, "The proxy's upstream client").
- *
- * One file on purpose (over 400 lines): Exchange, Connection and UpstreamPool are one state
- * machine. An exchange and its connection point at each other, and only the pool moves them
- * between waiting, sending, idle and closed (dispatch, release, end, sweep); in separate files
- * they would import each other, a cycle the import rules forbid. Moving only the declarations
- * above the Exchange out would still leave the machinery over 400 lines, away from its contract.
+ * What a caller gives and gets is in request.ts; an exchange and its connection in exchange.ts;
+ * this file is the state machine that moves them (dispatch, release, end, sweep).
  */
-
-/** Where requests go: one pool of connections per target key. */
-export interface UpstreamTarget {
-  /** `http://host:port` or `https://host:port`. */
-  key: string;
-  secure: boolean;
-  /** Host name or address to connect to (IPv6 without brackets). */
-  host: string;
-  port: number;
-  /** The Host header to send when the client sent none. */
-  authority: string;
-}
-
-export function upstreamTarget(url: URL): UpstreamTarget {
-  const secure = url.protocol === 'https:';
-  const port = Number(url.port || (secure ? 443 : 80));
-  const host = url.hostname.replace(/^\[|\]$/g, '');
-  return { key: `${url.protocol}//${url.host}`, secure, host, port, authority: url.host };
-}
-
-export interface UpstreamRequest {
-  target: UpstreamTarget;
-  method: string;
-  /** The request line and header lines, each ending in CRLF; no framing headers, no blank line. */
-  head: string;
-  /** The request body, or null for none. */
-  body: Readable | null;
-  /** The body's length (Content-Length); undefined with a body: sent chunked. */
-  contentLength: number | undefined;
-  /**
-   * The head asks to switch protocols (a websocket handshake): a 101 answer then takes the
-   * connection out of the pool and hands it to `ResponseSink.onSwitch`. Without it a 101 is a
-   * protocol error.
-   */
-  upgrade?: boolean;
-}
-
-/**
- * Why an exchange failed: `timeout` (no response head in time) is a 504 to the client, `busy`
- * (no connection became free in time) a 503, `body-idle` (the client stopped sending its request
- * body) a 408, everything else a 502.
- */
-export class UpstreamError extends Error {
-  constructor(
-    readonly kind: 'connect' | 'timeout' | 'protocol' | 'closed' | 'busy' | 'body-idle',
-    message: string,
-  ) {
-    super(message);
-    this.name = 'UpstreamError';
-  }
-}
-
-/** Receives one upstream response. */
-export interface ResponseSink {
-  /** The final response head (informational 1xx heads are not passed on). */
-  onHead(head: ResponseHead): void;
-  /** A body chunk; return false to pause the upstream until `Exchange.resume()`. */
-  onData(chunk: Buffer): boolean;
-  onEnd(): void;
-  /** The exchange failed; `responded` says whether onHead was already called. */
-  onError(err: UpstreamError, responded: boolean): void;
-  /**
-   * The upstream switched protocols (101) on a request with `upgrade`: the socket is no longer
-   * the pool's, `rest` holds the bytes that followed the 101 head. The sink must take the socket
-   * (and its errors) over at once.
-   */
-  onSwitch?(head: ResponseHead, socket: net.Socket, rest: Buffer): void;
-}
+import { Connection, Exchange, type ExchangeOwner, type Origin } from './exchange.js';
+import {
+  connectTo,
+  type ResponseSink,
+  readyEvent,
+  UpstreamError,
+  type UpstreamRequest,
+  type UpstreamTarget,
+} from './request.js';
+import { type ResponseHead, ResponseParseError } from './response.js';
 
 export interface PoolOptions {
   /** Connections per upstream origin; more requests wait in line. */
@@ -103,161 +36,8 @@ export interface PoolOptions {
 
 /** Methods whose request, sent on a connection the server had just closed, may be sent again. */
 const RETRYABLE = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'DELETE']);
-/** Methods that mean to carry a body: sent with `Content-Length: 0` when they have none. */
-const EXPECTS_BODY = new Set(['POST', 'PUT', 'PATCH']);
 
-/** One request's journey: waiting for a connection, sent, answered or failed. */
-export class Exchange {
-  conn: Connection | undefined;
-  responded = false;
-  finished = false;
-  requestSent = false;
-  /** When the request was completely written (headers timeout); 0 before. */
-  sentAt = 0;
-  /** When it joined the queue for a connection (queue timeout). */
-  queuedAt = 0;
-  /** When the last request body chunk came (body idle timeout); 0 without a body. */
-  bodyActiveAt = 0;
-  /** The body is paused because the upstream is not reading: the client is not idle then. */
-  bodyBlocked = false;
-  retried = false;
-  private detachBody: (() => void) | undefined;
-
-  constructor(
-    readonly pool: UpstreamPool,
-    readonly req: UpstreamRequest,
-    readonly sink: ResponseSink,
-  ) {}
-
-  /** The client went away: stop, and close the connection unless the response had ended. */
-  abort() {
-    this.pool.end(this, undefined);
-  }
-
-  /** Resumes reading the response after onData returned false. */
-  resume() {
-    this.conn?.socket.resume();
-  }
-
-  /** Writes the head and starts streaming the body onto `socket`. */
-  send(socket: net.Socket) {
-    const { req } = this;
-    let framing = '';
-    if (req.body === null) {
-      if (EXPECTS_BODY.has(req.method)) framing = 'content-length: 0\r\n';
-    } else if (req.contentLength !== undefined) framing = `content-length: ${req.contentLength}\r\n`;
-    else framing = 'transfer-encoding: chunked\r\n';
-    socket.write(`${req.head}${framing}\r\n`, 'latin1');
-    if (req.body === null) {
-      this.requestSent = true;
-      this.sentAt = Date.now();
-      return;
-    }
-    const body = req.body;
-    const chunked = req.contentLength === undefined;
-    this.bodyActiveAt = Date.now();
-    const onData = (chunk: Buffer) => {
-      if (chunk.length === 0) return;
-      this.bodyActiveAt = Date.now();
-      let ok: boolean;
-      if (chunked) {
-        socket.cork();
-        socket.write(`${chunk.length.toString(16)}\r\n`, 'latin1');
-        socket.write(chunk);
-        ok = socket.write('\r\n', 'latin1');
-        socket.uncork();
-      } else ok = socket.write(chunk);
-      if (!ok) {
-        body.pause();
-        this.bodyBlocked = true;
-        socket.once('drain', () => {
-          this.bodyBlocked = false;
-          this.bodyActiveAt = Date.now();
-          body.resume();
-        });
-      }
-    };
-    const onEnd = () => {
-      if (chunked) socket.write('0\r\n\r\n', 'latin1');
-      this.detachBody?.();
-      this.requestSent = true;
-      this.sentAt = Date.now();
-    };
-    // A client that goes away mid-upload is handled by the caller (it aborts the exchange).
-    const onError = () => this.pool.end(this, new UpstreamError('closed', 'the request body failed'));
-    body.on('data', onData);
-    body.once('end', onEnd);
-    body.once('error', onError);
-    this.detachBody = () => {
-      this.detachBody = undefined;
-      body.off('data', onData);
-      body.off('end', onEnd);
-      body.off('error', onError);
-    };
-  }
-
-  /** Stops reading the request body (the exchange ended). */
-  stopBody() {
-    this.detachBody?.();
-  }
-}
-
-/** One upstream connection and the response parser reading it. */
-class Connection {
-  readonly parser: ResponseParser;
-  exchange: Exchange | undefined;
-  /** Has carried a request before (so the server may have closed it meanwhile). */
-  reused = false;
-  /** The current response has ended (set inside the parser, acted on after it returns). */
-  completed = false;
-  /** When it last became idle; idle connections are closed after the pool's keep-alive time. */
-  idleSince = 0;
-  /** The 101 head, once the upstream switched protocols (set inside the parser). */
-  switched: ResponseHead | undefined;
-  /** Removes the pool's socket listeners (when the socket leaves the pool after a 101). */
-  unlisten: (() => void) | undefined;
-  /** Not to be reused from then on: the server's Keep-Alive hint, less a second in hand. */
-  expiresAt = Number.POSITIVE_INFINITY;
-
-  constructor(
-    readonly origin: Origin,
-    readonly socket: net.Socket,
-  ) {
-    const conn = this;
-    this.parser = new ResponseParser({
-      onHead(head: ResponseHead) {
-        const ex = conn.exchange;
-        // The parser passes a 101 only to a request with `upgrade`; acted on after it returns.
-        if (ex && head.status === 101) {
-          ex.responded = true;
-          conn.switched = head;
-          return;
-        }
-        if (!ex || head.status < 200) return;
-        if (head.keepAliveTimeoutS !== undefined)
-          conn.expiresAt = Date.now() + Math.max(0, head.keepAliveTimeoutS * 1000 - 1000);
-        ex.responded = true;
-        ex.sink.onHead(head);
-      },
-      onBody(chunk: Buffer) {
-        const ex = conn.exchange;
-        if (ex && !ex.sink.onData(chunk)) socket.pause();
-      },
-      onEnd() {
-        conn.completed = true;
-      },
-    });
-  }
-}
-
-interface Origin {
-  target: UpstreamTarget;
-  idle: Connection[];
-  all: Set<Connection>;
-  waiting: Exchange[];
-}
-
-export class UpstreamPool {
+export class UpstreamPool implements ExchangeOwner {
   private readonly origins = new Map<string, Origin>();
   private readonly max: number;
   private readonly keepAliveMs: number;
@@ -532,26 +312,6 @@ export class UpstreamPool {
     }
   }
 }
-
-/**
- * Opens a connection to an upstream (TLS with SNI for a name, not for an address), for HTTP/1.1:
- * pooled requests and websocket upgrades alike. Ready at `readyEvent(target)`.
- */
-export function connectTo(target: UpstreamTarget): net.Socket {
-  const socket = target.secure
-    ? tls.connect({
-        host: target.host,
-        port: target.port,
-        servername: net.isIP(target.host) ? undefined : target.host,
-        ALPNProtocols: ['http/1.1'],
-      })
-    : net.connect({ host: target.host, port: target.port });
-  socket.setNoDelay(true);
-  return socket;
-}
-
-/** The event after which a socket from connectTo can carry requests. */
-export const readyEvent = (target: UpstreamTarget) => (target.secure ? 'secureConnect' : 'connect');
 
 function closedError(e: Error | undefined, connected: boolean): UpstreamError {
   if (e instanceof UpstreamError) return e;
