@@ -47,14 +47,21 @@ export function assetText(name: PageAsset): string | undefined {
 
 export function registerPageAssets(app: FastifyInstance, log: { warn(msg: string): void }) {
   if (!MANIFEST) log.warn('the sign-in pages are not built (no dist/pages/manifest.json): run npm run build');
-  const files = new Set(Object.values(MANIFEST ?? {}));
-  app.get('/signin/assets/:file', { config: { auth: 'none' } }, async (req, reply) => {
+  serveBuiltFiles(app, '/signin/assets/', BUNDLE_DIR, new Set(Object.values(MANIFEST ?? {})));
+}
+
+/**
+ * Serves the files a build wrote into `dir` at `prefix`<file>: only the names in `files` (the
+ * build's manifest), with long-lived cache headers; any other name answers 404.
+ */
+export function serveBuiltFiles(app: FastifyInstance, prefix: string, dir: URL, files: ReadonlySet<string>) {
+  app.get(`${prefix}:file`, { config: { auth: 'none' } }, async (req, reply) => {
     const file = (req.params as { file: string }).file;
     const type = ASSET_TYPES[file.split('.').pop() ?? ''];
     if (!files.has(file) || !type) return reply.code(404).type('text/plain').send('not found');
     reply.header('Cache-Control', IMMUTABLE);
     reply.header('X-Content-Type-Options', 'nosniff');
     reply.header('Cross-Origin-Resource-Policy', 'same-origin');
-    return reply.type(type).send(readFileSync(new URL(file, BUNDLE_DIR)));
+    return reply.type(type).send(readFileSync(new URL(file, dir)));
   });
 }

@@ -13,19 +13,13 @@ import { esc } from '../core/html.js';
 import { signinBase } from '../groups/check.js';
 import { User } from '../objects/user.js';
 import type { ServiceContext } from '../store/context.js';
-import { assetUrl } from './bundle.js';
+import { assetUrl, serveBuiltFiles } from './bundle.js';
 import { ICON_LINKS } from './favicon.js';
 import { signinLocation } from './returnurl.js';
 import { PAGE_CSP } from './routes.js';
 
 /** src/web/ and dist/web/ are both two levels below the package: the bundle is in dist/console/. */
 const BUNDLE_DIR = new URL('../../dist/console/', import.meta.url);
-/** Hashed names change with their content, so a browser may keep them for good. */
-const IMMUTABLE = 'public, max-age=31536000, immutable';
-const ASSET_TYPES: Record<string, string> = {
-  js: 'text/javascript; charset=utf-8',
-  css: 'text/css; charset=utf-8',
-};
 
 interface Manifest {
   js: string;
@@ -75,15 +69,7 @@ export function registerConsoleRoutes(app: FastifyInstance, ctx: ServiceContext)
   const manifest = readManifest();
   const assets = new Set(manifest ? [manifest.js, manifest.css] : []);
 
-  app.get('/console/assets/:file', { config: { auth: 'none' } }, async (req, reply) => {
-    const file = (req.params as { file: string }).file;
-    const type = ASSET_TYPES[file.split('.').pop() ?? ''];
-    if (!assets.has(file) || !type) return reply.code(404).type('text/plain').send('not found');
-    reply.header('Cache-Control', IMMUTABLE);
-    reply.header('X-Content-Type-Options', 'nosniff');
-    reply.header('Cross-Origin-Resource-Policy', 'same-origin');
-    return reply.type(type).send(readFileSync(new URL(file, BUNDLE_DIR)));
-  });
+  serveBuiltFiles(app, '/console/assets/', BUNDLE_DIR, assets);
 
   const shell = async (req: FastifyRequest, reply: FastifyReply) => {
     const tenant = await tenantDoc(ctx);
