@@ -97,15 +97,19 @@ export class Jobs {
 
   private run(entry: Entry): Promise<void> {
     if (this.state === 'stopped') return entry.running ?? Promise.resolve();
-    entry.running ??= (async () => {
-      try {
-        await entry.job(this.abort.signal);
-      } catch (err) {
-        this.failed(err, entry.name);
-      } finally {
+    if (entry.running) return entry.running;
+    // Started on the next microtask, so `running` is set before the run can end (even when the
+    // job throws at once).
+    const run = Promise.resolve()
+      .then(() => entry.job(this.abort.signal))
+      .then(
+        () => undefined,
+        (err: unknown) => this.failed(err, entry.name),
+      )
+      .finally(() => {
         entry.running = undefined;
-      }
-    })();
-    return entry.running;
+      });
+    entry.running = run;
+    return run;
   }
 }
