@@ -42,6 +42,7 @@ export const auditKind: SpecialKind = {
     const wake = () => void pump();
     const auditEvents = auditEventsOf(ctx.service);
     auditEvents.on('recorded', wake);
+    // Not a service job (src/core/jobs.ts): one poll per subscription, stopped when it ends.
     const timer = setInterval(wake, AUDIT_POLL_MS);
     timer.unref();
     return () => {

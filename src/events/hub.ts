@@ -388,6 +388,8 @@ export class EventHub implements ConnectionHub {
     }
   }
 
+  // Not a service job (src/core/jobs.ts): the hub starts and stops its pings itself (close()),
+  // and their interval changes with configure().
   private startPing() {
     clearInterval(this.pingTimer);
     this.pingTimer = setInterval(() => this.pingAll(), this.options.pingIntervalMs);
