@@ -29,5 +29,11 @@ export async function startInstance(location: string): Promise<Instance> {
     config: loadServiceConfig({ env: {} }),
   });
   await app.listen({ port: 0, host: '127.0.0.1' });
-  return { app, store, db, state: app.service.state, url: `http://127.0.0.1:${(app.server.address() as AddressInfo).port}` };
+  return {
+    app,
+    store,
+    db,
+    state: app.service.state,
+    url: `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`,
+  };
 }
