@@ -104,7 +104,13 @@ export class Jobs {
       .then(() => entry.job(this.abort.signal))
       .then(
         () => undefined,
-        (err: unknown) => this.failed(err, entry.name),
+        (err: unknown) => {
+          try {
+            this.failed(err, entry.name);
+          } catch {
+            // A report that fails must not become an unhandled rejection of the timer.
+          }
+        },
       )
       .finally(() => {
         entry.running = undefined;
