@@ -6,6 +6,7 @@ import pino from 'pino';
 import { createServer, type ServerOptions } from '../src/api/server.js';
 import { loadServiceConfig } from '../src/config/index.js';
 import { bootstrap, createApiKey } from '../src/service/bootstrap.js';
+import type { ServiceState } from '../src/store/context.js';
 import { type Db, openDb } from '../src/store/db.js';
 import { migrate } from '../src/store/migrations.js';
 import { ObjectStore } from '../src/store/objects.js';
@@ -53,6 +54,8 @@ export interface TestService {
   app: FastifyInstance;
   store: ObjectStore;
   db: Db;
+  /** The service's own state (caches, queues, event buses: src/store/context.ts). */
+  state: ServiceState;
   adminKey: string;
   adminId: string;
   /** Lines the service logged, to check that nothing secret was written. */
@@ -81,6 +84,7 @@ export async function startTestService(
     app,
     store,
     db,
+    state: app.service.state as ServiceState,
     adminKey,
     adminId,
     logs,

@@ -1,6 +1,6 @@
 import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { AuditBatch, AuditEntry, listAudit } from '../audit/trail.js';
+import { AuditBatch, AuditEntry, auditEventsOf, listAudit } from '../audit/trail.js';
 import { typeByPath } from '../objects/registry.js';
 import { enforce } from '../policy/decide.js';
 import type { ServiceContext } from '../store/context.js';
@@ -39,7 +39,7 @@ function agentApp(req: FastifyRequest, status: number): string {
  * audit keys with the list options of objects.
  */
 export function registerAuditRoutes(app: FastifyInstance, ctx: ServiceContext) {
-  const trail = new AuditBatch(ctx.db);
+  const trail = new AuditBatch(ctx.db, auditEventsOf(ctx));
   // Before the answer leaves (onSend): a client that got its answer finds the entry listed.
   app.addHook('onSend', async (req, reply, payload) => {
     const route = req.routeOptions.url;

@@ -5,7 +5,7 @@ import { signingInFor } from '../auth/session/complete.js';
 import { membershipsAdapter, sessionsAdapter } from '../backchannel/adapters.js';
 import { issueCode, redeemCode } from '../backchannel/codes.js';
 import { countingGroups } from '../backchannel/groups.js';
-import { type ProxySession, ports } from '../backchannel/hooks.js';
+import { type Ports, type ProxySession, portsOf } from '../backchannel/hooks.js';
 import { issueProxyToken, recordProxy, tokenHash } from '../backchannel/tokens.js';
 import { ApiError } from '../core/errors.js';
 import { requestPage, signinBase } from '../groups/check.js';
@@ -116,7 +116,7 @@ function body<T>(req: FastifyRequest, fields: Partial<Record<keyof T & string, '
   return b as T;
 }
 
-const needSessions = () => {
+const needSessions = (ports: Ports) => {
   if (!ports.sessions) throw new ApiError('Unavailable', 'sessions are not available in this service build');
   return ports.sessions;
 };
@@ -166,6 +166,7 @@ async function appHosts(ctx: ServiceContext, appId: string): Promise<(HostRoute 
  * call except the browser-facing /signin is authenticated with the proxy token.
  */
 export function registerProxyBackchannel(app: FastifyInstance, ctx: ServiceContext) {
+  const ports = portsOf(ctx);
   ports.sessions ??= sessionsAdapter;
   ports.memberships ??= membershipsAdapter;
   // Admin: issue (or replace) the token tying a proxy to this App. Shown once; only its hash is kept.
@@ -213,7 +214,7 @@ export function registerProxyBackchannel(app: FastifyInstance, ctx: ServiceConte
     const { Key } = body<{ Key: string }>(req, { Key: 'string' });
     let principal: Awaited<ReturnType<typeof authenticateApiKey>>;
     try {
-      principal = await authenticateApiKey(ctx.store, Key);
+      principal = await authenticateApiKey(ctx, Key);
     } catch (e) {
       // 401 on this channel means "your proxy token is bad"; a bad user key is a 403.
       if (e instanceof ApiError && e.status === 401) throw new ApiError('Forbidden', e.message);
@@ -238,7 +239,7 @@ export function registerProxyBackchannel(app: FastifyInstance, ctx: ServiceConte
     const { Code } = body<{ Code: string }>(req, { Code: 'string' });
     const sessionId = await redeemCode(ctx, a.id, Code);
     if (!sessionId) throw new ApiError('Forbidden', 'the sign-in code is invalid, expired or already used');
-    const s = await needSessions().byId(ctx, sessionId);
+    const s = await needSessions(ports).byId(ctx, sessionId);
     if (!s) throw new ApiError('Forbidden', 'the session has ended');
     const identity = await identityOf(ctx, s.userId, s.expires, s.sessionId, s.integrityLevel);
     await requireAppAccess(ctx, a, s.userId, s.integrityLevel, s.location);
@@ -248,7 +249,7 @@ export function registerProxyBackchannel(app: FastifyInstance, ctx: ServiceConte
   app.post(`${BACKCHANNEL}/session/check`, open, async (req) => {
     const a = await proxyApp(req, ctx);
     const { SessionID } = body<{ SessionID: string }>(req, { SessionID: 'string' });
-    const s = SessionID ? await needSessions().byId(ctx, SessionID) : undefined;
+    const s = SessionID ? await needSessions(ports).byId(ctx, SessionID) : undefined;
     if (!s || s.userId === '') throw new ApiError('Forbidden', 'the session has ended');
     const identity = await identityOf(ctx, s.userId, s.expires, s.sessionId, s.integrityLevel);
     await requireAppAccess(ctx, a, s.userId, s.integrityLevel, s.location);
@@ -336,7 +337,7 @@ export function registerProxyBackchannel(app: FastifyInstance, ctx: ServiceConte
         `return must be <origin>${PROXY_PATHS.callback} on an origin of the App (its URL, AllowedOrigins or VirtualHosts)`,
         { field: 'return' },
       );
-    const sessions = needSessions();
+    const sessions = needSessions(ports);
     const s = await sessions.current(req, ctx);
     reply.header('Cache-Control', 'no-store');
     if (!s || s.userId === '') {

@@ -15,7 +15,7 @@ import {
 import { reportStream } from '../groups/report.js';
 import type { MemberOp } from '../groups/states.js';
 import { rowsFor } from '../groups/states.js';
-import { startExpirySweep } from '../groups/sweep.js';
+import { scheduleExpirySweep } from '../groups/sweep.js';
 import { Membership, membershipId } from '../objects/membership.js';
 import { decide, enforce } from '../policy/decide.js';
 import type { ServiceContext } from '../store/context.js';
@@ -264,5 +264,5 @@ export function registerGroupRoutes(app: FastifyInstance, ctx: ServiceContext) {
     }
   });
 
-  startExpirySweep(app, ctx);
+  scheduleExpirySweep(ctx);
 }

@@ -28,6 +28,7 @@ import { PAGE_CSP } from '../web/routes.js';
 import { principalOf } from './objects.js';
 
 const NONE = { config: { auth: 'none' as const } };
+// module-state: a side table on each service's Provider object (its request handler, made once); gone with the provider.
 const callbacks = new WeakMap<Provider, ReturnType<Provider['callback']>>();
 
 /**

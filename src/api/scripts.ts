@@ -3,7 +3,7 @@ import { ApiError, ErrorCodes } from '../core/errors.js';
 import { Script } from '../objects/script.js';
 import { access } from '../policy/grants.js';
 import { normalize } from '../schema/fields.js';
-import { startScriptLogPruning } from '../scripts/logs.js';
+import { scheduleScriptLogPruning } from '../scripts/logs.js';
 import { runTests, type TestCase } from '../scripts/testing.js';
 import type { ServiceContext } from '../store/context.js';
 
@@ -13,7 +13,7 @@ import type { ServiceContext } from '../store/context.js';
  * /scripts/test wins over /scripts/:id in the router whatever the order.
  */
 export function registerScriptRoutes(app: FastifyInstance, ctx: ServiceContext) {
-  startScriptLogPruning(app, ctx);
+  scheduleScriptLogPruning(app, ctx);
   app.post('/scripts/test', async (req, reply) => testScript(req, reply, ctx));
   app.route({
     method: ['GET', 'PUT', 'DELETE', 'PATCH'],

@@ -14,10 +14,11 @@ import { tenantDoc } from '../auth/integrity.js';
 import type { Principal } from '../auth/principal.js';
 import { splitList } from '../config/server.js';
 import { ApiError, type ErrorKind, isApiError } from '../core/errors.js';
+import { Jobs } from '../core/jobs.js';
 import { holdsSecret, redactUrl } from '../core/redact.js';
 import { fieldSegment, mayHoldUnstorable, unstorableAt } from '../core/text.js';
 import { limitUnusedBody } from '../core/unusedbody.js';
-import type { ServiceContext } from '../store/context.js';
+import { type ServiceContext, ServiceState } from '../store/context.js';
 import { databaseDown, databaseUnavailable } from '../store/unavailable.js';
 import { errorPage, sendHtml, wantsHtml } from '../web/errorpage.js';
 import { WritePath } from '../writes/path.js';
@@ -28,6 +29,10 @@ declare module 'fastify' {
     principal: Principal | undefined;
     /** The policy rule that refused the request, if one did (the audit trail records it). */
     refusedBy?: string;
+  }
+  interface FastifyInstance {
+    /** The service object this server serves (src/store/context.ts): its state, jobs, store. */
+    readonly service: ServiceContext;
   }
   interface FastifyContextConfig {
     /** required (default): 401 without credentials; optional: principal if any; none: not even looked at. */
@@ -87,8 +92,7 @@ class RequestLog extends LogController {
 
 export async function createServer(opts: ServerOptions): Promise<FastifyInstance> {
   const { https, requestTimeoutMs, idleTimeoutMs, ...given } = opts;
-  const ctx: ServiceContext = { ...given };
-  ctx.writes ??= new WritePath(ctx);
+  const ctx = composeService(given);
   const trusted = splitList(ctx.config.server.trustproxy);
   const app = Fastify({
     ...(https ? { https } : {}),
@@ -124,6 +128,11 @@ export async function createServer(opts: ServerOptions): Promise<FastifyInstance
     // Only named proxies may set the client address through X-Forwarded-For.
     trustProxy: trusted.length > 0 ? trusted : false,
   });
+  app.decorate('service', ctx);
+  // The one place the service's background jobs start and stop (src/core/jobs.ts).
+  const jobs = ctx.jobs as Jobs;
+  app.addHook('onReady', async () => jobs.start());
+  app.addHook('onClose', async () => jobs.stop());
   app.decorateRequest('principal', undefined);
   // Only JSON bodies for the API; form bodies are added by the sign-in endpoints that take them.
   app.removeContentTypeParser('text/plain');
@@ -202,6 +211,19 @@ export async function createServer(opts: ServerOptions): Promise<FastifyInstance
 
   for (const register of registrars) await register(app, ctx);
   return app;
+}
+
+/**
+ * The service object: what the caller gave (store, database, logger, configuration; start-up
+ * may have added jobs already) and what every service owns besides: the write path, its state
+ * and its background jobs.
+ */
+function composeService(given: ServiceContext): ServiceContext {
+  const ctx: ServiceContext = { ...given };
+  ctx.writes ??= new WritePath(ctx);
+  ctx.state ??= new ServiceState();
+  ctx.jobs ??= new Jobs((err, name) => ctx.logger.warn({ err, job: name }, `${name} failed`));
+  return ctx;
 }
 
 /**

@@ -3,6 +3,7 @@ import { sql } from 'kysely';
 import { nowStamp } from '../groups/lifecycle.js';
 import { f } from '../schema/fields.js';
 import type { ObjectType } from '../schema/type.js';
+import { perService, type ServiceContext, stateOf } from '../store/context.js';
 import type { Db } from '../store/db.js';
 import { type ListPage, type ListQuery, listObjects } from '../store/listquery.js';
 import { newId } from '../store/objects.js';
@@ -46,9 +47,16 @@ export const AuditEntry: ObjectType = {
 
 export type AuditRecord = Record<string, string | number>;
 
-/** Emits 'recorded' after each entry this process appends (the event stream wakes at once). */
-export const auditEvents = new EventEmitter();
-auditEvents.setMaxListeners(0);
+/**
+ * Emits 'recorded' after each entry this service appends (its event stream wakes at once); the
+ * bus is the service's (src/store/context.ts), so another service in the process is not woken.
+ */
+const AUDIT_EVENTS = perService<EventEmitter, Pick<ServiceContext, 'state'>>('audit events', () => {
+  const bus = new EventEmitter();
+  bus.setMaxListeners(0);
+  return bus;
+});
+export const auditEventsOf = (ctx: Pick<ServiceContext, 'state'>): EventEmitter => stateOf(ctx, AUDIT_EVENTS);
 
 /** The stored form of an entry: every field present, with its default where the entry has none. */
 function entryDoc(entry: Omit<AuditRecord, 'ID' | 'Time' | 'TimeMs'>, now: number): AuditRecord {
@@ -76,10 +84,11 @@ export async function recordAudit(
   db: Db,
   entry: Omit<AuditRecord, 'ID' | 'Time' | 'TimeMs'>,
   now = Date.now(),
+  events?: EventEmitter,
 ) {
   const doc = entryDoc(entry, now);
   await insertRows(db, [doc]);
-  auditEvents.emit('recorded');
+  events?.emit('recorded');
   return String(doc.ID);
 }
 
@@ -97,7 +106,11 @@ export class AuditBatch {
   private queue: { doc: AuditRecord; done: (err?: unknown) => void }[] = [];
   private draining = false;
 
-  constructor(private readonly db: Db) {}
+  /** `events`: the service's audit bus (auditEventsOf), told after each batch is committed. */
+  constructor(
+    private readonly db: Db,
+    private readonly events?: EventEmitter,
+  ) {}
 
   record(entry: Omit<AuditRecord, 'ID' | 'Time' | 'TimeMs'>, now = Date.now()): Promise<string> {
     const doc = entryDoc(entry, now);
@@ -118,7 +131,7 @@ export class AuditBatch {
             batch.map((b) => b.doc),
           );
           for (const b of batch) b.done();
-          auditEvents.emit('recorded');
+          this.events?.emit('recorded');
         } catch (err) {
           for (const b of batch) b.done(err);
         }

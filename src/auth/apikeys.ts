@@ -4,7 +4,7 @@ import { APIKey, hashApiKey } from '../objects/apikey.js';
 import { userUsable } from '../policy/users.js';
 import { timestampMs } from '../schema/fields.js';
 import type { Scope } from '../schema/type.js';
-import type { ObjectStore } from '../store/objects.js';
+import type { ServiceContext } from '../store/context.js';
 import { API_KEY_PATTERN } from '../wire/proxy.js';
 import { keyCacheOf } from './keycache.js';
 import type { Principal } from './principal.js';
@@ -36,11 +36,15 @@ export function presentedKey(authorization: string | undefined, accessToken: unk
 export { userUsable };
 
 /** Resolves an API key to a principal, or throws 401. Looks up by hash: no plaintext is stored or compared. */
-export async function authenticateApiKey(store: ObjectStore, key: string): Promise<Principal> {
+export async function authenticateApiKey(
+  ctx: Pick<ServiceContext, 'store' | 'state'>,
+  key: string,
+): Promise<Principal> {
+  const store = ctx.store;
   if (!API_KEY_PATTERN.test(key)) throw unauthenticated('the API key is not valid', true);
   const hash = hashApiKey(key);
   const now = Date.now();
-  const cache = keyCacheOf(store);
+  const cache = keyCacheOf(ctx);
   let hit = cache.get(hash, now);
   if (!hit) {
     const readAt = cache.generation;

@@ -15,7 +15,7 @@ const apiKey: Authenticator = async (req, ctx) => {
     req.headers.authorization,
     (req.query as Record<string, unknown> | undefined)?.access_token,
   );
-  return key === undefined ? undefined : authenticateApiKey(ctx.store, key);
+  return key === undefined ? undefined : authenticateApiKey(ctx, key);
 };
 
 /** Tried in order; the first that recognises a credential decides. Adding a mechanism = one line here. */

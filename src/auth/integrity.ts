@@ -42,6 +42,7 @@ export type FactorKind = 'knowledge' | 'possession' | 'verified' | 'hardware' | 
  * registry, src/auth/factors/index.ts, when it loads. Until then it is empty, and every level
  * computed from it is the lowest (fail closed).
  */
+// module-state: filled once as the factor registry loads (src/auth/factors/index.ts): code, the same for every service.
 export const FACTOR_KINDS: Record<string, FactorKind> = {};
 
 /** The level that proofs of these kinds earn together (invitations excluded: see FactorKind). */

@@ -1,6 +1,7 @@
 import { APIKey } from '../objects/apikey.js';
 import { User } from '../objects/user.js';
 import type { Doc } from '../schema/fields.js';
+import { perService, type ServiceContext, stateOf } from '../store/context.js';
 import type { ObjectStore } from '../store/objects.js';
 
 /** The longest a validated key is trusted without a look at the database. */
@@ -56,13 +57,9 @@ export class KeyCache {
   }
 }
 
-const caches = new WeakMap<ObjectStore, KeyCache>();
+/** The service's cache of validated keys (one per service: src/store/context.ts). */
+const KEY_CACHE = perService<KeyCache, KeyCacheOwner>('API key cache', (ctx) => new KeyCache(ctx.store));
 
-export function keyCacheOf(store: ObjectStore): KeyCache {
-  let c = caches.get(store);
-  if (!c) {
-    c = new KeyCache(store);
-    caches.set(store, c);
-  }
-  return c;
-}
+type KeyCacheOwner = Pick<ServiceContext, 'store' | 'state'>;
+
+export const keyCacheOf = (ctx: KeyCacheOwner): KeyCache => stateOf(ctx, KEY_CACHE);

@@ -1,5 +1,5 @@
 import type { FastifyRequest } from 'fastify';
-import type { ServiceContext } from '../store/context.js';
+import { perService, type ServiceContext, stateOf } from '../store/context.js';
 import type { AccessCheckResponse } from '../wire/proxy.js';
 
 /** A service session as the proxy back channel needs it. */
@@ -40,8 +40,15 @@ export interface MembershipsPort {
   markUsed(ctx: ServiceContext, groupId: string, userId: string): Promise<void>;
 }
 
+export interface Ports {
+  sessions?: SessionsPort;
+  memberships?: MembershipsPort;
+}
+
 /**
- * The ports are wired once at start-up (see adapters.ts); until they are, the endpoints that
- * need them answer 503 saying what is missing rather than guessing.
+ * A service's ports, wired when its back channel is registered (see adapters.ts); until they are,
+ * the endpoints that need them answer 503 saying what is missing rather than guessing. They
+ * belong to the service (src/store/context.ts), so a test may wire one service's differently.
  */
-export const ports: { sessions?: SessionsPort; memberships?: MembershipsPort } = {};
+const PORTS = perService<Ports>('back-channel ports', () => ({}));
+export const portsOf = (ctx: ServiceContext): Ports => stateOf(ctx, PORTS);

@@ -45,6 +45,7 @@ function keysDiffer(rules: readonly PrefixRule[]): boolean {
  * The prefixes longest match key first, for the lenient pass: a key can be shorter than its
  * prefix ("/caf%C3%A9" is "/café"), so the order by prefix does not always hold for keys.
  */
+// module-state: a memo of a pure function of an immutable rule list, keyed by that list; gone with it.
 const byKeyLength = new WeakMap<readonly PrefixRule[], readonly PrefixRule[]>();
 
 function prefixesByKey(rules: readonly PrefixRule[]): readonly PrefixRule[] {

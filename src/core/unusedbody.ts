@@ -86,6 +86,7 @@ function closeAfterAnswer(req: IncomingMessage, res: ServerResponse) {
   });
 }
 
+// module-state: a per-connection side table (sockets already lingering); gone with the socket.
 const lingering = new WeakSet<Duplex>();
 
 /** Ends the socket after what was written and destroys it UNUSED_BODY_MS later, unless the client closed first. */

@@ -1,4 +1,4 @@
-import { AuditEntry, auditAfter, auditEvents, lastAuditSeq } from '../audit/trail.js';
+import { AuditEntry, auditAfter, auditEventsOf, lastAuditSeq } from '../audit/trail.js';
 import { decide } from '../policy/decide.js';
 import { StreamError } from './protocol.js';
 import type { SpecialKind } from './special.js';
@@ -40,7 +40,9 @@ export const auditKind: SpecialKind = {
     await pump();
     ctx.caughtUp();
     const wake = () => void pump();
+    const auditEvents = auditEventsOf(ctx.service);
     auditEvents.on('recorded', wake);
+    // Not a service job (src/core/jobs.ts): one poll per subscription, stopped when it ends.
     const timer = setInterval(wake, AUDIT_POLL_MS);
     timer.unref();
     return () => {

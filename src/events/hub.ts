@@ -7,7 +7,7 @@ import { sql } from 'kysely';
 import { userUsable } from '../auth/apikeys.js';
 import { classify, requiredLevel } from '../auth/integrity.js';
 import type { Principal } from '../auth/principal.js';
-import { sessionById, sessionEvents } from '../auth/session/sessions.js';
+import { sessionById, sessionEventsOf } from '../auth/session/sessions.js';
 import { APIKey } from '../objects/apikey.js';
 import { Tenant } from '../objects/tenant.js';
 import { User } from '../objects/user.js';
@@ -58,7 +58,7 @@ export class EventHub implements ConnectionHub {
   private readonly sessionListeners = new Set<(ev: SessionChange) => Promise<void>>();
   private sessionQueue: Promise<void> = Promise.resolve();
   private readonly objectListeners = new Set<(ev: ObjectChange) => void>();
-  /** Session writes of this process (the sign-in code's sessionEvents). */
+  /** Session writes of this service (the sign-in code's sessionEventsOf). */
   private readonly onLocalSession = (ev: SessionChange) => {
     this.sessionChanged(ev);
     void this.signal({
@@ -85,7 +85,7 @@ export class EventHub implements ConnectionHub {
       () => this.resync(),
       () => this.recheckSessionStreams(),
     );
-    sessionEvents.on('change', this.onLocalSession);
+    sessionEventsOf(ctx).on('change', this.onLocalSession);
     // Every instance listens from the start, not from its first subscriber: another instance's
     // commits and signals drop this one's caches (validated API keys) at once.
     this.startTailer();
@@ -388,6 +388,8 @@ export class EventHub implements ConnectionHub {
     }
   }
 
+  // Not a service job (src/core/jobs.ts): the hub starts and stops its pings itself (close()),
+  // and their interval changes with configure().
   private startPing() {
     clearInterval(this.pingTimer);
     this.pingTimer = setInterval(() => this.pingAll(), this.options.pingIntervalMs);
@@ -429,7 +431,7 @@ export class EventHub implements ConnectionHub {
 
   async close() {
     this.closed = true;
-    sessionEvents.off('change', this.onLocalSession);
+    sessionEventsOf(this.ctx).off('change', this.onLocalSession);
     clearTimeout(this.tailerRetry);
     clearInterval(this.pingTimer);
     this.pingTimer = undefined;

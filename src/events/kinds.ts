@@ -6,6 +6,7 @@ import type { SpecialKind } from './special.js';
  * The special kinds, by name: Auth and OtherSession (src/events/sessions.ts). Another kind is
  * added, or one replaced, with `registerSpecialKind(name, source)`.
  */
+// module-state: the registry of special kinds: code, the same for every service (registerSpecialKind adds one as a module loads).
 const specialKinds = new Map<string, SpecialKind>([
   ['Auth', authKind],
   ['OtherSession', otherSessionKind],

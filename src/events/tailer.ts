@@ -77,6 +77,8 @@ export class ChangeTailer {
     if (this.closed) return;
     this.position = position;
     this.store.commits.on('commit', this.wake);
+    // Not a service job (src/core/jobs.ts): the tailer's safety-net poll is started and stopped
+    // by the tailer itself, which its hub owns, and runs only while it is open.
     this.pollTimer = setInterval(this.poll, this.options.pollIntervalMs);
     this.pollTimer.unref();
     if (this.store.db.dialect === 'postgres') await this.listen();

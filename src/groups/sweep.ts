@@ -1,8 +1,7 @@
-import type { FastifyInstance } from 'fastify';
 import { Group } from '../objects/group.js';
 import { Membership } from '../objects/membership.js';
 import { User } from '../objects/user.js';
-import type { ServiceContext } from '../store/context.js';
+import { jobsOf, type ServiceContext } from '../store/context.js';
 import { expireIfDue, expiryDue, groupSettings, nowStamp } from './lifecycle.js';
 import { iterateObjects } from './report.js';
 
@@ -57,21 +56,10 @@ export async function sweepMemberships(ctx: ServiceContext): Promise<SweepResult
   return result;
 }
 
-/** Runs the sweep every SWEEP_INTERVAL_MS while the server is up (never keeps the process alive). */
-export function startExpirySweep(app: FastifyInstance, ctx: ServiceContext) {
-  let running = false;
-  const timer = setInterval(() => {
-    if (running) return;
-    running = true;
-    sweepMemberships(ctx)
-      .then((r) => {
-        if (r.expired + r.removed > 0) ctx.logger.info({ ...r, at: nowStamp() }, 'membership sweep');
-      })
-      .catch((err) => ctx.logger.warn({ err }, 'membership sweep failed'))
-      .finally(() => {
-        running = false;
-      });
-  }, SWEEP_INTERVAL_MS);
-  timer.unref();
-  app.addHook('onClose', async () => clearInterval(timer));
+/** Runs the sweep every SWEEP_INTERVAL_MS among the service's background jobs (src/core/jobs.ts). */
+export function scheduleExpirySweep(ctx: ServiceContext) {
+  jobsOf(ctx).every('membership sweep', SWEEP_INTERVAL_MS, async () => {
+    const r = await sweepMemberships(ctx);
+    if (r.expired + r.removed > 0) ctx.logger.info({ ...r, at: nowStamp() }, 'membership sweep');
+  });
 }

@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
-import type { Logger } from 'pino';
 import { Metric } from '../objects/metric.js';
 import { objectTypes } from '../objects/registry.js';
+import { jobsOf, type ServiceContext } from '../store/context.js';
 import type { ObjectStore } from '../store/objects.js';
 import { collectFigures } from './figures.js';
 
@@ -40,23 +40,15 @@ export async function collectObjectCounts(store: ObjectStore): Promise<void> {
   }
 }
 
-/** Runs the collector now and then periodically; returns a function that stops it. */
-export function startMetrics(
-  store: ObjectStore,
-  logger: Logger,
-  intervalMs = METRICS_INTERVAL_MS,
-): () => void {
-  let running: Promise<void> = Promise.resolve();
-  const run = () => {
-    running = collectObjectCounts(store)
-      .then(() => collectFigures({ store, db: store.db }))
-      .catch((err: unknown) => logger.warn({ err }, 'metrics collection failed'));
-  };
-  run();
-  const timer = setInterval(run, intervalMs);
-  timer.unref();
-  return async () => {
-    clearInterval(timer);
-    await running;
-  };
+/** Runs the collector now and every `intervalMs`, among the service's background jobs (src/core/jobs.ts). */
+export function scheduleMetrics(ctx: ServiceContext, intervalMs = METRICS_INTERVAL_MS): void {
+  jobsOf(ctx).every(
+    'metrics collection',
+    intervalMs,
+    async () => {
+      await collectObjectCounts(ctx.store);
+      await collectFigures(ctx);
+    },
+    { runAtStart: true },
+  );
 }

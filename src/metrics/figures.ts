@@ -3,7 +3,7 @@ import { authDb } from '../auth/session/db.js';
 import { markStaleAgents } from '../directory/agents.js';
 import { nowStamp } from '../groups/lifecycle.js';
 import { Metric } from '../objects/metric.js';
-import type { ServiceContext } from '../store/context.js';
+import { perService, type ServiceContext, stateOf } from '../store/context.js';
 import type { ObjectStore } from '../store/objects.js';
 
 /** One figure of the directory and sign-in metrics (docs/directory.md, "Metrics"). */
@@ -131,19 +131,14 @@ export class SigninCounts {
   }
 }
 
-const counts = new WeakMap<ObjectStore, SigninCounts>();
-export function signinCountsOf(store: ObjectStore): SigninCounts {
-  let c = counts.get(store);
-  if (!c) {
-    c = new SigninCounts();
-    counts.set(store, c);
-  }
-  return c;
-}
+/** The service's sign-in counts not yet written (src/store/context.ts: one per service). */
+const SIGNIN_COUNTS = perService<SigninCounts, SigninCountsOwner>('sign-in counts', () => new SigninCounts());
+type SigninCountsOwner = Pick<ServiceContext, 'state'>;
+export const signinCountsOf = (ctx: SigninCountsOwner): SigninCounts => stateOf(ctx, SIGNIN_COUNTS);
 
 /** Writes the database figures and the sign-in counts as Metric objects (only values that changed). */
 export async function collectFigures(
-  ctx: Pick<ServiceContext, 'store' | 'db'>,
+  ctx: Pick<ServiceContext, 'store' | 'db' | 'state'>,
   now = Date.now(),
 ): Promise<void> {
   await markStaleAgents(ctx.store, now);
@@ -162,5 +157,5 @@ export async function collectFigures(
           },
     );
   }
-  await signinCountsOf(ctx.store).flush(ctx.store);
+  await signinCountsOf(ctx).flush(ctx.store);
 }

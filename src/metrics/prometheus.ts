@@ -20,7 +20,7 @@ export interface ServiceMetrics {
  * counts and latencies by route, sign-in answers per factor, and the database figures of
  * figures.ts read at scrape time, plus object counts. docs/directory.md lists every name.
  */
-export function serviceMetrics(ctx: Pick<ServiceContext, 'store' | 'db'>): ServiceMetrics {
+export function serviceMetrics(ctx: Pick<ServiceContext, 'store' | 'db' | 'state'>): ServiceMetrics {
   const registry = new Registry();
   const requests = new Counter({
     name: 'gatehouse_http_requests_total',
@@ -79,7 +79,7 @@ export function serviceMetrics(ctx: Pick<ServiceContext, 'store' | 'db'>): Servi
       reading = undefined;
     }
   };
-  const counts = signinCountsOf(ctx.store);
+  const counts = signinCountsOf(ctx);
   return {
     registry,
     observe(method, route, status, seconds) {

@@ -16,6 +16,7 @@ export type HookName = (typeof HOOKS)[number];
  * of enabled scripts notices a new script without a query (deletes come with the store's
  * 'commit' event).
  */
+// module-state: a process-wide change counter: caches (src/scripts/runner.ts) only compare it, so another service's write costs one reload, never a stale read.
 export const scriptWrites = { count: 0 };
 
 /** Checks the Tests field: a JSON array of test cases (docs/scripts.md, "Tests"). */

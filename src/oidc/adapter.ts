@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import { type Adapter, type AdapterPayload, errors } from 'oidc-provider';
-import type { ServiceContext } from '../store/context.js';
+import { perService, type ServiceContext, stateOf } from '../store/context.js';
 import { oidcDb } from './db.js';
 
 /** Models whose rows belong to a grant: revoking the grant deletes them all. */
@@ -18,7 +18,11 @@ const DEFAULT_TTL_S = 365 * 86400;
 /** One write in this many also deletes rows whose lifetime has passed. */
 const SWEEP_EVERY = 100;
 
-let writes = 0;
+type AdapterOwner = Pick<ServiceContext, 'db' | 'state'>;
+/** The service's writes to oidc_store, counted for the sweep (src/store/context.ts). */
+const WRITES = perService<{ count: number }, AdapterOwner>('OpenID Connect store writes', () => ({
+  count: 0,
+}));
 
 /**
  * oidc-provider's storage on Gatehouse's database (table oidc_store of migration 0004), so codes,
@@ -34,7 +38,7 @@ let writes = 0;
  */
 export class StoreAdapter implements Adapter {
   constructor(
-    private readonly ctx: Pick<ServiceContext, 'db'>,
+    private readonly ctx: AdapterOwner,
     private readonly model: string,
   ) {}
 
@@ -101,7 +105,7 @@ export class StoreAdapter implements Adapter {
         )
         .execute();
     }
-    if (++writes % SWEEP_EVERY === 0) await sweep(this.ctx);
+    if (++stateOf(this.ctx, WRITES).count % SWEEP_EVERY === 0) await sweep(this.ctx);
   }
 
   private async findWhere(column: 'id' | 'uid' | 'user_code', value: string) {

@@ -17,7 +17,7 @@ import { parseListen } from '../config/setting.js';
 import { App } from '../objects/app.js';
 import { User } from '../objects/user.js';
 import { appIdServesUser } from '../policy/apps.js';
-import type { ServiceContext } from '../store/context.js';
+import { perService, type ServiceContext, stateOf } from '../store/context.js';
 import { ACR_VALUES, findAccountFor, levelOfAcr } from './account.js';
 import { StoreAdapter } from './adapter.js';
 import { clientOf, oidcSettings } from './clients.js';
@@ -54,6 +54,7 @@ export function baseUrl(config: ServiceConfig): string {
 export const issuerOf = (config: ServiceConfig) => `${baseUrl(config)}${OIDC_PREFIX}`;
 
 /** The Fastify request and reply behind a raw request handed to the provider. */
+// module-state: a per-request side table (the Fastify request behind a raw one); gone with the request.
 export const fastifyOf = new WeakMap<IncomingMessage, { req: FastifyRequest; reply: FastifyReply }>();
 
 export const tenantName = async (ctx: ServiceContext) => String((await tenantDoc(ctx)).Name || 'Gatehouse');
@@ -225,7 +226,8 @@ interface Holder {
   /** A published key begins to sign then: the keys are loaded again from that moment. */
   nextChange?: number;
 }
-const holders = new WeakMap<object, Holder>();
+/** The service's provider, once built (src/store/context.ts). */
+const PROVIDER = perService<{ holder?: Holder }>('OpenID Connect provider', () => ({}));
 
 async function build(ctx: ServiceContext, pages: ProviderPages, keys: object[]): Promise<Provider> {
   const conf = await configuration(ctx, keys, pages);
@@ -286,7 +288,8 @@ export async function providerOf(
   force = false,
 ): Promise<Provider> {
   const now = Date.now();
-  let h = holders.get(ctx.db);
+  const slot = stateOf(ctx, PROVIDER);
+  let h = slot.holder;
   if (
     h &&
     !force &&
@@ -302,8 +305,11 @@ export async function providerOf(
   }
   const provider = build(ctx, pages, set.keys);
   h = { provider, version: set.version, checked: now, nextChange: set.nextChange };
-  holders.set(ctx.db, h);
-  provider.catch(() => holders.delete(ctx.db));
+  const mine = h;
+  slot.holder = mine;
+  provider.catch(() => {
+    if (slot.holder === mine) slot.holder = undefined;
+  });
   return provider;
 }
 

@@ -30,6 +30,7 @@ export interface AccessRecord {
 }
 
 /** Request IDs: this process's ID and a counter (cheap, unique per process and run). */
+// module-state: true process singleton: request IDs are unique per process (pid prefix and this counter).
 let counter = 0;
 const PREFIX = `${process.pid.toString(36)}-`;
 

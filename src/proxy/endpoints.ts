@@ -207,7 +207,9 @@ export class ProxyEndpoints {
 }
 
 /** Access-check tokens: 192 random bits each, cut from a pooled CSPRNG buffer (one syscall per 256). */
+// module-state: true process singleton: the process's pooled CSPRNG bytes for tokens (pool and poolAt).
 let pool = Buffer.alloc(0);
+// module-state: the read position in the process's pooled CSPRNG bytes above.
 let poolAt = 0;
 export function newToken(): string {
   if (poolAt + 24 > pool.length) {

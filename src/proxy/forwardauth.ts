@@ -217,6 +217,7 @@ export class RefusedError extends HttpError {
 }
 
 /** The identity response headers of an identity, per auth type, made once per identity object. */
+// module-state: a side table on each identity object (its response headers, made once); gone with the identity.
 const responseHeaderCache = new WeakMap<WireIdentity, Record<string, Record<string, string>>>();
 
 /**

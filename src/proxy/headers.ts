@@ -71,6 +71,7 @@ type IdentityHeaders = Record<Identified['authType'], string>;
  * The identity header lines, computed once per identity object: the API key and cookie caches
  * hand out the same (never modified) object for every request of a user.
  */
+// module-state: a side table on each identity object (its header lines, made once); gone with the identity.
 const identityHeaderCache = new WeakMap<WireIdentity, IdentityHeaders>();
 
 function identityHeaders(id: WireIdentity): IdentityHeaders {

@@ -52,6 +52,7 @@ export function isReserved(name: string): boolean {
   return reserved;
 }
 
+// module-state: a process-wide memo of a pure function of a header name (the same answer for every proxy).
 const reservedNames = new Map<string, boolean>();
 
 function reservedCanonical(n: string): boolean {
@@ -136,6 +137,7 @@ export function requestPath(raw: string): string {
 }
 
 /** Parsed Connection header values: a handful of distinct ones ("keep-alive", "close") in practice. */
+// module-state: a process-wide memo of a pure function of a Connection header value (the same answer for every proxy).
 const connectionCache = new Map<string, Set<string> | undefined>();
 
 export function connectionTokens(v: string | string[] | undefined): Set<string> | undefined {

@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { ScriptLog } from '../objects/scriptlog.js';
 import { TENANT_ID, Tenant } from '../objects/tenant.js';
 import type { Doc } from '../schema/fields.js';
-import type { ServiceContext } from '../store/context.js';
+import { jobsOf, perService, type ServiceContext, stateOf } from '../store/context.js';
 import { parseListQuery } from '../store/listquery.js';
 import type { StoredObject } from '../store/objects.js';
 
@@ -39,7 +39,12 @@ interface Queue {
   flushing: Promise<void> | undefined;
   timer: ReturnType<typeof setTimeout> | undefined;
 }
-const queues = new WeakMap<ServiceContext['store'], Queue>();
+/** The service's queue of ScriptLogs waiting to be written. */
+const QUEUE = perService<Queue>('script log queue', () => ({
+  items: [],
+  flushing: undefined,
+  timer: undefined,
+}));
 
 /** Writes one ScriptLog now; returns the stored object. */
 export async function writeLog(ctx: ServiceContext, entry: LogEntry): Promise<StoredObject | undefined> {
@@ -47,14 +52,7 @@ export async function writeLog(ctx: ServiceContext, entry: LogEntry): Promise<St
   return obj;
 }
 
-function queueOf(ctx: ServiceContext): Queue {
-  let q = queues.get(ctx.store);
-  if (!q) {
-    q = { items: [], flushing: undefined, timer: undefined };
-    queues.set(ctx.store, q);
-  }
-  return q;
-}
+const queueOf = (ctx: ServiceContext): Queue => stateOf(ctx, QUEUE);
 
 function flush(ctx: ServiceContext, q: Queue): Promise<void> {
   if (q.timer) clearTimeout(q.timer);
@@ -140,24 +138,16 @@ export async function pruneScriptLogs(ctx: ServiceContext, now = Date.now()): Pr
   return removed;
 }
 
-/** Prunes every PRUNE_INTERVAL_MS while the server is up (never keeps the process alive). */
-export function startScriptLogPruning(app: FastifyInstance, ctx: ServiceContext) {
-  let running = false;
-  const timer = setInterval(() => {
-    if (running) return;
-    running = true;
-    pruneScriptLogs(ctx)
-      .then((n) => {
-        if (n > 0) ctx.logger.info({ removed: n }, 'script log pruning');
-      })
-      .catch((err) => ctx.logger.warn({ err }, 'script log pruning failed'))
-      .finally(() => {
-        running = false;
-      });
-  }, PRUNE_INTERVAL_MS);
-  timer.unref();
+/**
+ * Prunes every PRUNE_INTERVAL_MS among the service's background jobs (src/core/jobs.ts); the
+ * queued logs are written when the server closes.
+ */
+export function scheduleScriptLogPruning(app: FastifyInstance, ctx: ServiceContext) {
+  jobsOf(ctx).every('script log pruning', PRUNE_INTERVAL_MS, async () => {
+    const n = await pruneScriptLogs(ctx);
+    if (n > 0) ctx.logger.info({ removed: n }, 'script log pruning');
+  });
   app.addHook('onClose', async () => {
-    clearInterval(timer);
     await flushScriptLogs(ctx).catch(() => undefined);
   });
 }

@@ -195,6 +195,7 @@ export class SandboxPool {
   }
 }
 
+// module-state: true process singleton: worker threads are a process resource, sized to the machine's CPUs and shared by every service in the process.
 let shared: SandboxPool | undefined;
 /** The process's pool, made at first use. */
 export function sandboxPool(): SandboxPool {

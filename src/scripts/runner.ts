@@ -6,10 +6,9 @@ import { SCRIPT_TENANT_FIELDS } from '../objects/scriptlimits.js';
 import { TENANT_ID, Tenant } from '../objects/tenant.js';
 import type { Doc } from '../schema/fields.js';
 import type { ObjectType } from '../schema/type.js';
-import type { ServiceContext } from '../store/context.js';
+import { perService, type ServiceContext, stateOf } from '../store/context.js';
 import { iterateQuery, iterateWhere } from '../store/find.js';
 import type { RawListQuery } from '../store/listquery.js';
-import type { ObjectStore } from '../store/objects.js';
 import { type LogEntry, recordRun } from './logs.js';
 import { HOST_LIMITS, sandboxPool } from './pool.js';
 import { redactInput } from './redact.js';
@@ -88,32 +87,31 @@ interface Cached {
 }
 /** Bound on how stale the cache may be when another instance changed a script. */
 const CACHE_MS = 5000;
-const caches = new WeakMap<ObjectStore, { value?: Cached; listening?: boolean }>();
+/** The service's cache, emptied by its store's commits (src/store/context.ts: one per service). */
+const SCRIPT_CACHE = perService<{ value?: Cached }>('enabled scripts cache', (ctx) => {
+  const entry: { value?: Cached } = {};
+  let seen = scriptWrites.count;
+  // After every commit: a Script created or changed since the last commit (its prepare hook
+  // counted it), or a Script or the Tenant updated or deleted, drops the cache. Dropping only
+  // after the commit means the next load reads the committed scripts.
+  const drop = (kinds?: Set<string>) => {
+    if (!kinds || kinds.has('Script') || kinds.has('Tenant') || scriptWrites.count !== seen)
+      entry.value = undefined;
+    seen = scriptWrites.count;
+  };
+  ctx.store.commits.on('commit', drop);
+  ctx.store.commits.on('remote', (updated?: ReadonlySet<string>, created?: ReadonlySet<string>) =>
+    drop(updated && created ? new Set([...updated, ...created]) : undefined),
+  );
+  return entry;
+});
 
 /** The objects a list query selects (src/store/find.ts). */
 export const iterate = (ctx: ServiceContext, type: ObjectType, raw: RawListQuery) =>
   iterateQuery(ctx.store, type, raw);
 
 async function loaded(ctx: ServiceContext): Promise<Cached> {
-  let c = caches.get(ctx.store);
-  if (!c) {
-    c = {};
-    caches.set(ctx.store, c);
-    const entry = c;
-    let seen = scriptWrites.count;
-    // After every commit: a Script created or changed since the last commit (its prepare hook
-    // counted it), or a Script or the Tenant updated or deleted, drops the cache. Dropping only
-    // after the commit means the next load reads the committed scripts.
-    const drop = (kinds?: Set<string>) => {
-      if (!kinds || kinds.has('Script') || kinds.has('Tenant') || scriptWrites.count !== seen)
-        entry.value = undefined;
-      seen = scriptWrites.count;
-    };
-    ctx.store.commits.on('commit', drop);
-    ctx.store.commits.on('remote', (updated?: ReadonlySet<string>, created?: ReadonlySet<string>) =>
-      drop(updated && created ? new Set([...updated, ...created]) : undefined),
-    );
-  }
+  const c = stateOf(ctx, SCRIPT_CACHE);
   const v = c.value;
   if (v && v.writes === scriptWrites.count && Date.now() - v.at < CACHE_MS) return v;
   const writes = scriptWrites.count;

@@ -7,9 +7,11 @@ import { pruneAuditBatch } from '../audit/trail.js';
 import { createSetupLink } from '../auth/setuplinks.js';
 import { ConfigError, type ServiceConfig } from '../config/index.js';
 import { parseListen } from '../config/setting.js';
+import { Jobs } from '../core/jobs.js';
 import { createLogger } from '../core/logger.js';
-import { startMetrics } from '../metrics/collector.js';
+import { scheduleMetrics } from '../metrics/collector.js';
 import { startPruner } from '../store/changelog.js';
+import { type ServiceContext, ServiceState } from '../store/context.js';
 import { type Db, openDb } from '../store/db.js';
 import { migrate } from '../store/migrations.js';
 import { ObjectStore } from '../store/objects.js';
@@ -97,18 +99,27 @@ export async function startService(
     );
     if (email) setupToken = await createSetupLink({ db }, adminId, config.bootstrap.linkseconds);
   }
-  const stopMetrics = startMetrics(store, logger);
-  const auditPruner = startPruner(db, {
-    retentionMs: config.server.auditretention * 1000,
-    prune: pruneAuditBatch,
-    onError: (err) => logger.warn({ err }, 'audit trail: pruning failed; trying again later'),
-  });
-  const pruner = startPruner(db, {
-    retentionMs: config.server.changeretention * 1000,
-    onError: (err) => logger.warn({ err }, 'change log: pruning failed; trying again later'),
-    onPruned: (rows) => logger.debug({ rows }, 'change log: pruned'),
-  });
-  const app = await createServer({ store, db, logger, config, ...(https ? { https } : {}) });
+  // The service object: it owns the caches (state) and the background jobs, started when the
+  // server is ready and stopped when it closes (createServer adds the rest: src/api/server.ts).
+  const jobs = new Jobs((err, name) => logger.warn({ err, job: name }, `${name} failed; trying again later`));
+  const service: ServiceContext = { store, db, logger, config, jobs, state: new ServiceState() };
+  scheduleMetrics(service);
+  startPruner(
+    db,
+    { retentionMs: config.server.auditretention * 1000, prune: pruneAuditBatch },
+    jobs,
+    'audit trail pruning',
+  );
+  startPruner(
+    db,
+    {
+      retentionMs: config.server.changeretention * 1000,
+      onPruned: (rows) => logger.debug({ rows }, 'change log: pruned'),
+    },
+    jobs,
+    'change log pruning',
+  );
+  const app = await createServer({ ...service, ...(https ? { https } : {}) });
   const { host, port } = parseListen(config.server.listen);
   await app.listen({ host, port });
   const addr = app.server.address();
@@ -128,10 +139,7 @@ export async function startService(
     store,
     url,
     async close() {
-      await app.close();
-      await pruner.stop();
-      await auditPruner.stop();
-      await stopMetrics();
+      await app.close(); // stops the background jobs (src/api/server.ts)
       await db.close();
     },
   };

@@ -1,4 +1,5 @@
 import { sql } from 'kysely';
+import { Jobs } from '../core/jobs.js';
 import type { Db } from './db.js';
 
 /**
@@ -82,50 +83,50 @@ export interface PrunerOptions {
 export const pruneInterval = (retentionMs: number) => Math.min(60_000, Math.max(1_000, retentionMs / 10));
 
 /**
- * Prunes the change log (or, with `prune`, another time-ordered log) in the background until stopped. Each instance sharing a database runs
- * one; deleting rows another instance already deleted does nothing, so they need no coordination.
+ * Prunes the change log (or, with `prune`, another time-ordered log) in the background until
+ * stopped: a job named `name` of `jobs` (the service's background jobs, src/core/jobs.ts), or,
+ * without `jobs`, of its own (tests). Each instance sharing a database runs one; deleting rows
+ * another instance already deleted does nothing, so they need no coordination. With a retention
+ * of 0 no job is added: everything is kept.
  */
 export function startPruner(
   db: Db,
   opts: PrunerOptions,
+  jobs?: Jobs,
+  name = 'change log pruning',
 ): { stop(): Promise<void>; runOnce(): Promise<number> } {
   const pause = opts.pauseMs ?? 20;
+  const batch = opts.batch ?? PRUNE_BATCH;
   let stopped = false;
   let running: Promise<number> | undefined;
-  const run = async () => {
+  const run = async (signal?: AbortSignal) => {
     let total = 0;
     for (;;) {
-      if (stopped) break;
-      const n = await (opts.prune ?? pruneBatch)(
-        db,
-        Date.now() - opts.retentionMs,
-        opts.batch ?? PRUNE_BATCH,
-      );
+      // Stopping (the pruner's or the service's) ends a run between two batches.
+      if (stopped || signal?.aborted) break;
+      const n = await (opts.prune ?? pruneBatch)(db, Date.now() - opts.retentionMs, batch);
       total += n;
-      if (n < (opts.batch ?? PRUNE_BATCH)) break;
+      if (n < batch) break;
       await new Promise((r) => setTimeout(r, pause));
     }
     if (total > 0) opts.onPruned?.(total);
     return total;
   };
-  const runOnce = () => {
-    running ??= run().finally(() => {
+  const runOnce = (signal?: AbortSignal) => {
+    running ??= run(signal).finally(() => {
       running = undefined;
     });
     return running;
   };
-  const timer =
-    opts.retentionMs > 0
-      ? setInterval(() => {
-          runOnce().catch((err) => opts.onError?.(err));
-        }, opts.intervalMs ?? pruneInterval(opts.retentionMs))
-      : undefined;
-  timer?.unref();
+  const owner = jobs ?? new Jobs((err) => opts.onError?.(err));
+  if (opts.retentionMs > 0)
+    owner.every(name, opts.intervalMs ?? pruneInterval(opts.retentionMs), (signal) => runOnce(signal));
+  if (!jobs) owner.start();
   return {
     runOnce,
     async stop() {
       stopped = true;
-      clearInterval(timer);
+      if (!jobs) await owner.stop();
       await running?.catch(() => undefined);
     },
   };

@@ -20,6 +20,7 @@ const OPTIONAL = { config: { auth: 'optional' as const } };
 const sendPage = (reply: FastifyReply, html: string) => sendHtml(reply, 200, html);
 
 /** Services (by their store) whose log already has the hint below: once per service, not per page. */
+// module-state: a side table on each service's store (whether its log has the hint); gone with the store.
 const hinted = new WeakSet<object>();
 
 /**

@@ -1,6 +1,7 @@
+import { EventEmitter } from 'node:events';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AuditBatch, auditEvents } from '../../src/audit/trail.js';
+import { AuditBatch } from '../../src/audit/trail.js';
 import type { Db } from '../../src/store/db.js';
 import { backends, freshStore } from '../helpers.js';
 
@@ -19,7 +20,8 @@ describe.each(backends())('audit trail group commit on %s', (backend) => {
   });
 
   it('stores every entry once, in fewer statements than entries, each visible when its promise settles', async () => {
-    const trail = new AuditBatch(db);
+    const auditEvents = new EventEmitter(); // the service's audit bus
+    const trail = new AuditBatch(db, auditEvents);
     let batches = 0;
     const count = () => batches++;
     auditEvents.on('recorded', count);

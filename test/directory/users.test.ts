@@ -183,10 +183,11 @@ describe.each(backends())('disable and merge on %s', (backend) => {
     const a = new ObjectStore(openDb(loc.location));
     await migrate(a.db);
     const b = new ObjectStore(openDb(loc.location));
+    const serviceB = { store: b }; // instance b's service object, which holds its key cache
     try {
       const { obj: user } = await a.create(User, { Email: 'x@example.com' });
       const key = String((await a.create(APIKey, { Scopes: ['user'], UserID: user.id })).response?.Secret);
-      expect((await authenticateApiKey(b, key)).userId).toBe(user.id); // cached on instance b
+      expect((await authenticateApiKey(serviceB, key)).userId).toBe(user.id); // cached on instance b
       const ctx = {
         store: a,
         db: a.db,
@@ -200,7 +201,7 @@ describe.each(backends())('disable and merge on %s', (backend) => {
       ).toBeUndefined();
       const spy = vi.spyOn(Date, 'now').mockReturnValue(Date.now() + KEY_CACHE_TTL_MS + 1);
       try {
-        await expect(authenticateApiKey(b, key)).rejects.toMatchObject({ status: 401 });
+        await expect(authenticateApiKey(serviceB, key)).rejects.toMatchObject({ status: 401 });
       } finally {
         spy.mockRestore();
       }

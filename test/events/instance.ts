@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import pino from 'pino';
 import { createServer } from '../../src/api/server.js';
 import { loadServiceConfig } from '../../src/config/index.js';
+import type { ServiceState } from '../../src/store/context.js';
 import { type Db, openDb } from '../../src/store/db.js';
 import { migrate } from '../../src/store/migrations.js';
 import { ObjectStore } from '../../src/store/objects.js';
@@ -11,6 +12,8 @@ export interface Instance {
   app: FastifyInstance;
   store: ObjectStore;
   db: Db;
+  /** The service's own state (its session and audit buses, caches): src/store/context.ts. */
+  state: ServiceState | undefined;
   url: string;
 }
 
@@ -26,5 +29,11 @@ export async function startInstance(location: string): Promise<Instance> {
     config: loadServiceConfig({ env: {} }),
   });
   await app.listen({ port: 0, host: '127.0.0.1' });
-  return { app, store, db, url: `http://127.0.0.1:${(app.server.address() as AddressInfo).port}` };
+  return {
+    app,
+    store,
+    db,
+    state: app.service.state,
+    url: `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`,
+  };
 }

@@ -127,8 +127,8 @@ describe.each(backends())('event streams across instances on %s', (backend) => {
       const sock = new FakeSocket();
       await b.app.events.accept(sock as unknown as EventSocket, principal);
       expect(sock.closedWith).toBeUndefined();
-      // Both instances live in this test process and share the in-process session emitter, so the
-      // two halves of the relay are checked apart. 1: a session write on A is announced over NOTIFY.
+      // The two halves of the relay are checked apart (each instance has its own session bus).
+      // 1: a session write on A is announced over NOTIFY.
       const pool = a.db.pool as NonNullable<Db['pool']>;
       const listener = new pg.Client(pool.options);
       await listener.connect();

@@ -23,10 +23,14 @@ export async function addScript(
   return String(r.headers['x-id']);
 }
 
-/** A ServiceContext over the test service's store (for calling the feature's functions directly). */
+/**
+ * A ServiceContext over the test service's store and state (its ScriptLog queue, its caches), for
+ * calling the feature's functions directly.
+ */
 export const ctxOf = (s: TestService): ServiceContext => ({
   store: s.store,
   db: s.db,
+  state: s.state,
   logger: pino({ level: 'silent' }),
   config: loadServiceConfig({ env: {} }),
 });

@@ -6,6 +6,7 @@ import { secretsKey } from '../session/keys.js';
 
 export const hashSecret = (s: string) => hash(s, ARGON2_OPTIONS);
 
+// module-state: true process singleton: one dummy argon2 hash, only ever used for timing, the same for every service.
 let dummy: Promise<string> | undefined;
 /**
  * Verifies against an argon2id hash; without one, verifies against a dummy hash anyway so that

@@ -50,6 +50,7 @@ export interface CredentialChange {
  * The sign-in factors, handed over once by the registry (./index.ts). The registry imports every
  * factor and the factors import this file, so it cannot import the registry without a cycle.
  */
+// module-state: the factor registry (code, not data: the same for every service), handed over once as src/auth/factors/index.ts loads.
 let registered: readonly EnrollableFactor[] | undefined;
 
 /** What step-up needs of a factor: the registry's Factor (./factor.ts) has these fields. */

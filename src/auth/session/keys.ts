@@ -1,6 +1,6 @@
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { exportJWK, generateKeyPair, importJWK, type JWK } from 'jose';
-import type { ServiceContext } from '../../store/context.js';
+import { perService, type ServiceContext, stateOf } from '../../store/context.js';
 import { authDb } from './db.js';
 
 /**
@@ -30,19 +30,17 @@ export interface IntentKeys {
   kid: string;
 }
 
-const cache = new WeakMap<object, Map<string, Promise<unknown>>>();
-function cached<T>(ctx: Pick<ServiceContext, 'db'>, name: string, load: () => Promise<T>): Promise<T> {
-  let m = cache.get(ctx.db);
-  if (!m) {
-    m = new Map();
-    cache.set(ctx.db, m);
-  }
+type KeyOwner = Pick<ServiceContext, 'db' | 'state'>;
+/** The service's loaded keys, by name (src/store/context.ts: one per service). */
+const LOADED_KEYS = perService<Map<string, Promise<unknown>>, KeyOwner>('server keys', () => new Map());
+function cached<T>(ctx: KeyOwner, name: string, load: () => Promise<T>): Promise<T> {
+  const m = stateOf(ctx, LOADED_KEYS);
   let p = m.get(name) as Promise<T> | undefined;
   if (!p) {
     p = load();
     m.set(name, p);
     // A failed load (database down) is retried on next use rather than remembered.
-    p.catch(() => m?.delete(name));
+    p.catch(() => m.delete(name));
   }
   return p;
 }

@@ -2,13 +2,13 @@ import { createHash, randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError } from '../../core/errors.js';
-import type { ServiceContext } from '../../store/context.js';
+import { perService, type ServiceContext, stateOf } from '../../store/context.js';
 import { newId } from '../../store/objects.js';
 import { Level, levelOf, locationCap, sessionFloor, tenantDoc } from '../integrity.js';
 import { clearSessionCookie, serviceCookies, setDeviceCookie, setSessionCookie } from './cookies.js';
 import { authDb, type SessionsTable } from './db.js';
 
-type Ctx = Pick<ServiceContext, 'db' | 'store'>;
+type Ctx = Pick<ServiceContext, 'db' | 'store' | 'state'>;
 
 export interface SessionData {
   /** Last reported position (POST /auth/location). */
@@ -54,13 +54,18 @@ const DEVICE = /^[A-Za-z0-9_-]{22}$/;
 const TOUCH_MS = 30_000;
 
 /**
- * Emits 'change' with {userId, sessionId, deleted} after every session write of this process (for
- * the event stream's Auth and OtherSession kinds). Other instances' writes are not seen here.
+ * Emits 'change' with {userId, sessionId, deleted} after every session write of this service (for
+ * the event stream's Auth and OtherSession kinds). Other instances' writes are not seen here, nor
+ * another service's in the same process: the bus is the service's (src/store/context.ts).
  */
-export const sessionEvents = new EventEmitter();
-sessionEvents.setMaxListeners(0);
-const changed = (userId: string, sessionId: string, deleted = false) => {
-  if (userId !== '') sessionEvents.emit('change', { userId, sessionId, deleted });
+const SESSION_EVENTS = perService<EventEmitter, Ctx>('session events', () => {
+  const bus = new EventEmitter();
+  bus.setMaxListeners(0);
+  return bus;
+});
+export const sessionEventsOf = (ctx: Ctx): EventEmitter => stateOf(ctx, SESSION_EVENTS);
+const changed = (ctx: Ctx, userId: string, sessionId: string, deleted = false) => {
+  if (userId !== '') sessionEventsOf(ctx).emit('change', { userId, sessionId, deleted });
 };
 
 /** One creation in this many also deletes ended sessions and stale regulation counters. */
@@ -136,7 +141,7 @@ export async function createSession(
     expire_time: now + maxMs,
   };
   await authDb(ctx).insertInto('sessions').values(row).execute();
-  changed(userId, row.id);
+  changed(ctx, userId, row.id);
   if (Math.random() * SWEEP_EVERY < 1) {
     const { idleMs } = await lifetimes(ctx);
     await sweep(ctx, idleMs).catch(() => undefined);
@@ -194,7 +199,7 @@ export async function deleteSession(ctx: Ctx, id: string): Promise<boolean> {
   const row = await db.selectFrom('sessions').select('user_id').where('id', '=', id).executeTakeFirst();
   const r = await db.deleteFrom('sessions').where('id', '=', id).executeTakeFirst();
   const done = Number(r.numDeletedRows) > 0;
-  if (done && row) changed(row.user_id, id, true);
+  if (done && row) changed(ctx, row.user_id, id, true);
   return done;
 }
 
@@ -203,7 +208,7 @@ export async function deleteUserSessions(ctx: Ctx, userId: string, except?: stri
   let q = authDb(ctx).deleteFrom('sessions').where('user_id', '=', userId);
   if (except) q = q.where('id', '!=', except);
   await q.execute();
-  changed(userId, '', true);
+  changed(ctx, userId, '', true);
 }
 
 /**
@@ -218,7 +223,7 @@ export async function saveSession(
   const { level, token, set } = sessionUpdate(s, s.level, opts.rotate);
   const r = await authDb(ctx).updateTable('sessions').set(set).where('id', '=', s.id).executeTakeFirst();
   if (Number(r.numUpdatedRows) === 0) throw new Error('session vanished');
-  changed(s.userId, s.id);
+  changed(ctx, s.userId, s.id);
   return { session: await effective(ctx, { ...s, level }), token };
 }
 
@@ -264,7 +269,7 @@ export async function mutateSession(
       return { session: { ...s, level }, token };
     });
   if (!result) return undefined;
-  changed(result.session.userId, id);
+  changed(ctx, result.session.userId, id);
   return { ...result, session: await effective(ctx, result.session) };
 }
 
@@ -276,8 +281,10 @@ interface RequestState {
   stale: boolean;
   deviceId: string | undefined;
 }
+// module-state: a per-request side table (the session looked up once per request); gone with the request.
 const states = new WeakMap<FastifyRequest, RequestState>();
 /** New tokens found while authenticating (no reply there yet); sent by the onSend hook. */
+// module-state: a per-request side table (tokens to set on the reply); gone with the request.
 export const pendingCookies = new WeakMap<FastifyRequest, string>();
 
 /** The request's session (looked up once per request) and device ID, from their cookies. */

@@ -12,7 +12,7 @@ import { ApiError } from '../../../core/errors.js';
 import { httpsOrLoopback } from '../../../core/url.js';
 import { App } from '../../../objects/app.js';
 import type { Doc } from '../../../schema/fields.js';
-import type { ServiceContext } from '../../../store/context.js';
+import { perService, type ServiceContext, stateOf } from '../../../store/context.js';
 import { parseListQuery } from '../../../store/listquery.js';
 import type { StoredObject } from '../../../store/objects.js';
 import { openClientSecret } from './clientsecret.js';
@@ -63,7 +63,10 @@ export function providerSettings(doc: Doc): Doc | undefined {
  */
 export const secureEnough = httpsOrLoopback;
 
-const cache = new Map<string, { at: number; config: Promise<Configuration> }>();
+/** The service's discovered providers, by App ID and ETag (src/store/context.ts). */
+const DISCOVERED = perService('OAuth 2.0 provider discovery cache', () => {
+  return new Map<string, { at: number; config: Promise<Configuration> }>();
+});
 
 async function configure(app: StoredObject, o: Doc, secret: string): Promise<Configuration> {
   const clientId = str(o.ClientID);
@@ -112,6 +115,7 @@ export async function loadProvider(ctx: ServiceContext, appId: string): Promise<
   const o = app ? providerSettings(app.doc) : undefined;
   if (!app || !o) throw new ApiError('NotFound', `App ${appId} is not set up as an identity provider`);
   const key = `${app.id}:${app.etag}`;
+  const cache = stateOf(ctx, DISCOVERED);
   const now = Date.now();
   let hit = cache.get(key);
   if (!hit || now - hit.at > DISCOVERY_TTL_MS) {
