@@ -78,3 +78,22 @@ export const queryOf = (properties: Json, required?: string[]): Json => ({
 });
 
 export const NO_CONTENT = (description: string): Json => ({ description });
+
+/** The list options of every JSON-lines list (docs/api.md, "Lists"), checked by the list parser. */
+export const LIST_QUERY: Json = {
+  type: 'object',
+  properties: {
+    limit: { type: 'string' },
+    offset: { type: 'string' },
+    start: { type: 'string' },
+    end: { type: 'string' },
+    order: { type: 'array', items: { type: 'string' } },
+    filter: { type: 'array', items: { type: 'string' } },
+  },
+};
+
+/** A JSON-lines answer: one ListItem per line. */
+export const jsonLines = (description: string): Json => ({
+  description,
+  content: { 'application/x-json-lines': { schema: ref('ListItem') } },
+});

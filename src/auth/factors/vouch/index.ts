@@ -35,7 +35,7 @@ import {
   VIDEO_SCHEMAS,
   VOUCH_SCHEMAS,
 } from './schemas.js';
-import { deleteVideos, referenceOwner, saveVideo, VIDEO_LIMIT, videoInfo, vouchOwner } from './videos.js';
+import { deleteVideos, referenceOwner, saveVideo, videoInfo, vouchOwner } from './videos.js';
 import { magicWords } from './words.js';
 
 /**
