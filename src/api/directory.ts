@@ -72,9 +72,14 @@ const agentOpen = { config: { auth: 'none' as const } };
 
 /** Accounts, account changes and plans, provisioning agents, and the user operations of #16. */
 export function registerDirectoryRoutes(app: FastifyInstance, ctx: ServiceContext) {
-  const { store } = ctx;
+  registerLifecycleRoutes(app, ctx);
+  registerAgentRoutes(app, ctx);
+  registerPasswordRoutes(app, ctx);
+  registerUserOperations(app, ctx);
+}
 
-  // ---- plans and changes: the lifecycle tables (src/directory/states.ts) -------------------
+/** Approve, cancel and retry of plans and changes: the lifecycle tables (src/directory/states.ts). */
+function registerLifecycleRoutes(app: FastifyInstance, ctx: ServiceContext) {
   for (const op of ['approve', 'cancel'] as const) {
     const schema = transitionSchema('AccountChangePlan', PLAN_TRANSITIONS[op]);
     app.post<{ Params: IdParams }>(`/accountchangeplans/:id/${op}`, { schema }, async (req) => {
@@ -91,8 +96,11 @@ export function registerDirectoryRoutes(app: FastifyInstance, ctx: ServiceContex
       return transitionChange(ctx, req.params.id, op, role, p.userId);
     });
   }
+}
 
-  // ---- provisioning agents: the App's proxy token -------------------------------------------
+/** A provisioning agent claims changes and reports results, with its App's proxy token. */
+function registerAgentRoutes(app: FastifyInstance, ctx: ServiceContext) {
+  const { store } = ctx;
   app.post(
     '/accountchanges/claim',
     { ...agentOpen, schema: POST_ACCOUNTCHANGES_CLAIM },
@@ -131,8 +139,11 @@ export function registerDirectoryRoutes(app: FastifyInstance, ctx: ServiceContex
       return reportChange(ctx, target.id, req.params.id, b.Lease, b.Result, String(b.Error ?? ''));
     },
   );
+}
 
-  // ---- initial passwords ----------------------------------------------------------------------
+/** The initial password of an account: whether there is one, and fetching it (once). */
+function registerPasswordRoutes(app: FastifyInstance, ctx: ServiceContext) {
+  const { store } = ctx;
   /** The account, if the caller is its user or an administrator; else 404 (no existence leak). */
   const ownAccount = async (req: FastifyRequest, id: string) => {
     const p = principalOf(req);
@@ -167,8 +178,11 @@ export function registerDirectoryRoutes(app: FastifyInstance, ctx: ServiceContex
       return { AccountID: req.params.id, Password: password };
     },
   );
+}
 
-  // ---- users ----------------------------------------------------------------------------------
+/** A user's account suggestions, disabling, and merging two users. */
+function registerUserOperations(app: FastifyInstance, ctx: ServiceContext) {
+  const { store } = ctx;
   app.post<{ Params: IdParams }>(
     '/users/:id/accounts/suggest',
     { schema: POST_USERS_ID_ACCOUNTS_SUGGEST },

@@ -3,7 +3,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { access } from '../auth/permissions.js';
 import type { Principal } from '../auth/principal.js';
 import { ApiError } from '../core/errors.js';
-import type { RouteSchema } from '../core/routeschema.js';
+import { NOT_AN_OPERATION, type RouteSchema } from '../core/routeschema.js';
 import { objectTypes } from '../objects/registry.js';
 import { TENANT_ID } from '../objects/tenant.js';
 import type { Doc } from '../schema/fields.js';
@@ -13,7 +13,7 @@ import { parseListQuery, type RawListQuery } from '../store/listquery.js';
 import type { StoredObject } from '../store/objects.js';
 import { etagMatches } from '../store/objects.js';
 import { setObjectHeaders, singleHeader } from './http.js';
-import { NOT_AN_OPERATION, objectRouteSchemas } from './objectschemas.js';
+import { objectRouteSchemas } from './objectschemas.js';
 
 type IdParams = { id: string };
 

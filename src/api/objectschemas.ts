@@ -1,4 +1,4 @@
-import { err, type Json, pathParams, type RouteSchema, ref } from '../core/routeschema.js';
+import { err, type Json, LIST_QUERY, pathParams, type RouteSchema, ref } from '../core/routeschema.js';
 import type { Field, FieldMap } from '../schema/fields.js';
 import type { ObjectType } from '../schema/type.js';
 
@@ -72,8 +72,39 @@ export interface ObjectRouteSchemas {
   delete: RouteSchema;
 }
 
-/** A route that only answers 405 for a method the type does not support: no operation. */
-export const NOT_AN_OPERATION: RouteSchema = { hide: true };
+/** 201 Created: the object headers, and for an API key its secret (shown once). */
+const createdAnswer = (type: ObjectType): Json => {
+  return {
+    description: 'Created',
+    headers: ETAG_HEADERS,
+    ...(type.kind === 'APIKey'
+      ? {
+          content: {
+            'application/json': {
+              schema: {
+                allOf: [ref('APIKey'), { type: 'object', properties: { Secret: { type: 'string' } } }],
+              },
+            },
+          },
+        }
+      : {}),
+  };
+};
+
+/** GET /<path>: the type's objects as JSON lines. */
+const listSchema = (type: ObjectType): RouteSchema => ({
+  tags: [type.kind],
+  validatedBy: 'handler',
+  summary: `List ${type.kind} objects as JSON lines of ListItem`,
+  querystring: LIST_QUERY,
+  response: {
+    200: {
+      description: 'One ListItem per line',
+      content: { 'application/x-json-lines': { schema: ref('ListItem') } },
+    },
+    400: err('Bad list parameter'),
+  },
+});
 
 /** The schema of each operation of a type; `item` adds the id parameter (not for singletons). */
 export function objectRouteSchemas(type: ObjectType, item: boolean): ObjectRouteSchemas {
@@ -93,49 +124,15 @@ export function objectRouteSchemas(type: ObjectType, item: boolean): ObjectRoute
   };
   const ifMatch = { type: 'object', properties: { 'If-Match': { type: 'string' } }, required: ['If-Match'] };
   const stored = { description: 'Stored', headers: ETAG_HEADERS };
-  const created = {
-    description: 'Created',
-    headers: ETAG_HEADERS,
-    ...(type.kind === 'APIKey'
-      ? {
-          content: {
-            'application/json': {
-              schema: {
-                allOf: [ref('APIKey'), { type: 'object', properties: { Secret: { type: 'string' } } }],
-              },
-            },
-          },
-        }
-      : {}),
-  };
-  const list = (name: string) =>
-    name === 'order' || name === 'filter' ? { type: 'array', items: { type: 'string' } } : { type: 'string' };
   return {
-    list: {
-      tags,
-      validatedBy,
-      summary: `List ${type.kind} objects as JSON lines of ListItem`,
-      querystring: {
-        type: 'object',
-        properties: Object.fromEntries(
-          ['limit', 'offset', 'start', 'end', 'order', 'filter'].map((name) => [name, list(name)]),
-        ),
-      },
-      response: {
-        200: {
-          description: 'One ListItem per line',
-          content: { 'application/x-json-lines': { schema: ref('ListItem') } },
-        },
-        400: err('Bad list parameter'),
-      },
-    },
+    list: listSchema(type),
     create: {
       tags,
       validatedBy,
       summary: `Create a ${type.kind}`,
       ...params,
       body,
-      response: { 201: created, 400: err('Invalid body'), 409: err('Duplicate') },
+      response: { 201: createdAnswer(type), 400: err('Invalid body'), 409: err('Duplicate') },
     },
     get: {
       tags,

@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { access } from '../auth/permissions.js';
 import { ApiError, ErrorCodes } from '../core/errors.js';
-import { type RouteSchema, ref } from '../core/routeschema.js';
+import { NOT_AN_OPERATION, type RouteSchema, ref } from '../core/routeschema.js';
 import { Script } from '../objects/script.js';
 import { normalize } from '../schema/fields.js';
 import { startScriptLogPruning } from '../scripts/logs.js';
@@ -19,6 +19,7 @@ export function registerScriptRoutes(app: FastifyInstance, ctx: ServiceContext) 
   app.route({
     method: ['GET', 'PUT', 'DELETE', 'PATCH'],
     url: '/scripts/test',
+    schema: NOT_AN_OPERATION,
     handler: () => {
       throw new ApiError(
         'MethodNotAllowed',

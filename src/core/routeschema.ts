@@ -97,3 +97,6 @@ export const jsonLines = (description: string): Json => ({
   description,
   content: { 'application/x-json-lines': { schema: ref('ListItem') } },
 });
+
+/** The schema of a route that only answers 405 (a method the resource lacks): no operation. */
+export const NOT_AN_OPERATION: RouteSchema = { hide: true };
