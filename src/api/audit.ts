@@ -1,6 +1,7 @@
 import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { AuditBatch, AuditEntry, auditEventsOf, listAudit } from '../audit/trail.js';
+import { err, type RouteSchema, ref } from '../core/routeschema.js';
 import { typeByPath } from '../objects/registry.js';
 import { enforce } from '../policy/decide.js';
 import type { ServiceContext } from '../store/context.js';
@@ -73,7 +74,7 @@ export function registerAuditRoutes(app: FastifyInstance, ctx: ServiceContext) {
     return payload;
   });
 
-  app.get<{ Querystring: RawListQuery }>('/audit', async (req, reply) => {
+  app.get<{ Querystring: RawListQuery }>('/audit', { schema: GET_AUDIT }, async (req, reply) => {
     await enforce(ctx, principalOf(req), 'Audit.read', { kind: 'Policy', id: '' });
     const page = await listAudit(ctx.db, parseListQuery(AuditEntry, { ...req.query }));
     if (page.startCursor !== undefined) reply.header('X-Start-Cursor', page.startCursor);
@@ -82,3 +83,29 @@ export function registerAuditRoutes(app: FastifyInstance, ctx: ServiceContext) {
     return reply.type('application/x-json-lines').send(Readable.from(page.chunks));
   });
 }
+
+// The route schemas: what Fastify checks and /openapi.json describes (src/api/openapi.ts).
+const GET_AUDIT: RouteSchema = {
+  tags: ['AuditEntry'],
+  summary: 'The audit trail (admin, audit), with the list options of objects',
+  querystring: {
+    type: 'object',
+    properties: {
+      limit: { type: 'string' },
+      offset: { type: 'string' },
+      start: { type: 'string' },
+      end: { type: 'string' },
+      order: { type: 'array', items: { type: 'string' } },
+      filter: { type: 'array', items: { type: 'string' } },
+    },
+  },
+  response: {
+    '200': {
+      description: 'One ListItem of AuditEntry per line',
+      content: { 'application/x-json-lines': { schema: ref('ListItem') } },
+    },
+    '400': err('Bad list parameter'),
+    '403': err('Not admin or audit'),
+  },
+  validatedBy: 'handler',
+};

@@ -14,6 +14,7 @@ import {
   sessionById,
 } from '../auth/session/sessions.js';
 import { ApiError } from '../core/errors.js';
+import { err, formBody, jsonLines, pathParams, queryOf, type RouteSchema } from '../core/routeschema.js';
 import { decide, enforce } from '../policy/decide.js';
 import type { ServiceContext } from '../store/context.js';
 import { principalOf } from './objects.js';
@@ -61,7 +62,7 @@ export async function registerAuthRoutes(app: FastifyInstance, ctx: ServiceConte
   });
 
   // POST /auth (form intent): an AuthResponse, even when the session may not (yet) do anything.
-  app.post('/auth', FLOW, async (req, reply) => {
+  app.post('/auth', { ...FLOW, schema: AUTH_STATE }, async (req, reply) => {
     const form = formOf(req);
     const { session } = await requestSession(req, ctx);
     const intent = await formIntent(ctx, form, session);
@@ -74,13 +75,13 @@ export async function registerAuthRoutes(app: FastifyInstance, ctx: ServiceConte
   });
 
   // Sign-out: ends this session (204 whether or not there was one).
-  app.post('/auth/signout', FLOW, async (req, reply) => {
+  app.post('/auth/signout', { ...FLOW, schema: SIGN_OUT }, async (req, reply) => {
     await endRequestSession(req, reply, ctx);
     return reply.code(204).send();
   });
 
   // The caller's sessions (ListItem JSON lines of OtherSession); ?user=<id> for administrators.
-  app.get('/auth/sessions', async (req, reply) => {
+  app.get('/auth/sessions', { schema: SESSIONS }, async (req, reply) => {
     const owner = await sessionsOwner(ctx, req);
     const current = principalOf(req).sessionId;
     const lines = (await listSessions(ctx, owner)).map(
@@ -91,15 +92,53 @@ export async function registerAuthRoutes(app: FastifyInstance, ctx: ServiceConte
   });
 
   // Revokes a session of the caller (any session, for administrators). 204; 404 unknown.
-  app.delete<{ Params: { id: string } }>('/auth/sessions/:id', async (req, reply) => {
-    const p = principalOf(req);
-    const s = await sessionById(ctx, req.params.id);
-    const d = s && (await decide(ctx, p, 'User.sessions', { kind: 'User', id: s.userId, userId: s.userId }));
-    if (!s || !d?.Allowed)
-      throw new ApiError('NotFound', `session ${req.params.id} does not exist`, d ? { rule: d.Rule } : {});
-    await deleteSession(ctx, s.id);
-    return reply.code(204).send();
-  });
+  app.delete<{ Params: { id: string } }>(
+    '/auth/sessions/:id',
+    { schema: REVOKE_SESSION },
+    async (req, reply) => {
+      const p = principalOf(req);
+      const s = await sessionById(ctx, req.params.id);
+      const d =
+        s && (await decide(ctx, p, 'User.sessions', { kind: 'User', id: s.userId, userId: s.userId }));
+      if (!s || !d?.Allowed)
+        throw new ApiError('NotFound', `session ${req.params.id} does not exist`, d ? { rule: d.Rule } : {});
+      await deleteSession(ctx, s.id);
+      return reply.code(204).send();
+    },
+  );
 
   for (const f of factors) await f.register(app, ctx);
 }
+
+// The route schemas: what Fastify checks and /openapi.json describes (src/api/openapi.ts).
+const tags = ['Sign-in'];
+const AUTH_STATE: RouteSchema = {
+  tags,
+  summary: 'Where the sign-in stands: the AuthResponse (level, next factors), for the intent if one is given',
+  security: [{ session: [] }, {}],
+  validatedBy: 'handler',
+  body: formBody({ intent: { type: 'string', description: 'Signed intent (the level asked for)' } }),
+  response: {
+    200: { description: 'The AuthResponse (docs/signin.md)', type: 'object' },
+    400: err('A bad intent'),
+  },
+};
+const SIGN_OUT: RouteSchema = {
+  tags,
+  summary: 'End this session (204 whether or not there was one)',
+  security: [{ session: [] }, {}],
+  response: { 204: { description: 'Signed out' } },
+};
+const SESSIONS: RouteSchema = {
+  tags,
+  summary: 'The caller’s sessions as JSON lines of OtherSession; ?user= for administrators',
+  validatedBy: 'handler',
+  querystring: queryOf({ user: { type: 'string', description: 'Another user (administrators)' } }),
+  response: { 200: jsonLines('One ListItem per line'), 403: err('Not allowed for these credentials') },
+};
+const REVOKE_SESSION: RouteSchema = {
+  tags,
+  summary: 'Revoke a session of the caller (any session, for administrators)',
+  params: pathParams('id'),
+  response: { 204: { description: 'Revoked' }, 404: err('No such session (or not the caller’s)') },
+};

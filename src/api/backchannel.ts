@@ -28,6 +28,15 @@ import {
   type RegisterResponse,
   type WireIdentity,
 } from '../wire/proxy.js';
+import {
+  PROXY_ACCESS_CHECK,
+  PROXY_APIKEY,
+  PROXY_REGISTER,
+  PROXY_SESSION_CHECK,
+  PROXY_SESSION_EXCHANGE,
+  PROXY_SIGNIN,
+  PROXY_TOKEN,
+} from './backchannelschemas.js';
 import { principalOf } from './objects.js';
 
 /** Checks `Authorization: Bearer <auth.token>` and returns the App the proxy is tied to. */
@@ -169,8 +178,19 @@ export function registerProxyBackchannel(app: FastifyInstance, ctx: ServiceConte
   const ports = portsOf(ctx);
   ports.sessions ??= sessionsAdapter;
   ports.memberships ??= membershipsAdapter;
+  registerProxyToken(app, ctx);
+  registerProxyRegistration(app, ctx);
+  registerIdentityLookups(app, ctx);
+  registerAccessCheck(app, ctx);
+  registerProxySignin(app, ctx);
+}
+
+/** The back channel's calls carry the proxy token, checked by proxyApp, not user credentials. */
+const open = { config: { auth: 'none' as const } };
+
+function registerProxyToken(app: FastifyInstance, ctx: ServiceContext) {
   // Admin: issue (or replace) the token tying a proxy to this App. Shown once; only its hash is kept.
-  app.post('/apps/:id/proxytoken', async (req, reply) => {
+  app.post('/apps/:id/proxytoken', { schema: PROXY_TOKEN }, async (req, reply) => {
     const { id } = req.params as { id: string };
     const token = await issueProxyToken(ctx, principalOf(req), id);
     reply.header('Cache-Control', 'no-store');
@@ -179,10 +199,11 @@ export function registerProxyBackchannel(app: FastifyInstance, ctx: ServiceConte
       .type('application/json')
       .send(JSON.stringify({ AppID: id, Token: token }));
   });
+}
 
-  const open = { config: { auth: 'none' as const } };
-
-  app.post(`${BACKCHANNEL}/register`, open, async (req) => {
+/** A proxy starts: its App, its hosts and where users ask for access. */
+function registerProxyRegistration(app: FastifyInstance, ctx: ServiceContext) {
+  app.post(`${BACKCHANNEL}/register`, { ...open, schema: PROXY_REGISTER }, async (req) => {
     const a = await proxyApp(req, ctx);
     const b = body<RegisterRequest>(req, { Name: 'string', Version: 'string', Address: 'string' });
     const name = b.Name.slice(0, 256) || 'proxy';
@@ -208,8 +229,12 @@ export function registerProxyBackchannel(app: FastifyInstance, ctx: ServiceConte
     }
     return out;
   });
+}
 
-  app.post(`${BACKCHANNEL}/apikey`, open, async (req) => {
+/** Who is behind an API key, a sign-in code or a session, for the proxy to pass on. */
+function registerIdentityLookups(app: FastifyInstance, ctx: ServiceContext) {
+  const ports = portsOf(ctx);
+  app.post(`${BACKCHANNEL}/apikey`, { ...open, schema: PROXY_APIKEY }, async (req) => {
     const a = await proxyApp(req, ctx);
     const { Key } = body<{ Key: string }>(req, { Key: 'string' });
     let principal: Awaited<ReturnType<typeof authenticateApiKey>>;
@@ -234,7 +259,7 @@ export function registerProxyBackchannel(app: FastifyInstance, ctx: ServiceConte
     return identity;
   });
 
-  app.post(`${BACKCHANNEL}/session/exchange`, open, async (req) => {
+  app.post(`${BACKCHANNEL}/session/exchange`, { ...open, schema: PROXY_SESSION_EXCHANGE }, async (req) => {
     const a = await proxyApp(req, ctx);
     const { Code } = body<{ Code: string }>(req, { Code: 'string' });
     const sessionId = await redeemCode(ctx, a.id, Code);
@@ -246,7 +271,7 @@ export function registerProxyBackchannel(app: FastifyInstance, ctx: ServiceConte
     return identity;
   });
 
-  app.post(`${BACKCHANNEL}/session/check`, open, async (req) => {
+  app.post(`${BACKCHANNEL}/session/check`, { ...open, schema: PROXY_SESSION_CHECK }, async (req) => {
     const a = await proxyApp(req, ctx);
     const { SessionID } = body<{ SessionID: string }>(req, { SessionID: 'string' });
     const s = SessionID ? await needSessions(ports).byId(ctx, SessionID) : undefined;
@@ -255,8 +280,12 @@ export function registerProxyBackchannel(app: FastifyInstance, ctx: ServiceConte
     await requireAppAccess(ctx, a, s.userId, s.integrityLevel, s.location);
     return identity;
   });
+}
 
-  app.post(`${BACKCHANNEL}/accesscheck`, open, async (req) => {
+/** May the user go through (group memberships), asked by the proxy for every request it gates. */
+function registerAccessCheck(app: FastifyInstance, ctx: ServiceContext) {
+  const ports = portsOf(ctx);
+  app.post(`${BACKCHANNEL}/accesscheck`, { ...open, schema: PROXY_ACCESS_CHECK }, async (req) => {
     const a = await proxyApp(req, ctx);
     const b = body<AccessCheckRequest>(req, {
       UserID: 'string',
@@ -304,55 +333,62 @@ export function registerProxyBackchannel(app: FastifyInstance, ctx: ServiceConte
     for (const e of r.Results) if (e.StatusCode === 200) await m.markUsed(ctx, e.GroupID, b.UserID);
     return r;
   });
+}
 
+function registerProxySignin(app: FastifyInstance, ctx: ServiceContext) {
+  const ports = portsOf(ctx);
   // Browser: the proxy sent it here to sign in. Signed in at the service: back to the proxy with a
   // one-time code. Not signed in: to the sign-in pages first, which return here.
-  app.get(`${BACKCHANNEL}/signin`, open, async (req: FastifyRequest, reply: FastifyReply) => {
-    const q = req.query as Record<string, unknown>;
-    const appId = typeof q.app === 'string' ? q.app : '';
-    const state = typeof q.state === 'string' ? q.state : '';
-    const ret = typeof q.return === 'string' ? q.return : '';
-    if (!/^[A-Za-z0-9_-]{16,128}$/.test(state))
-      throw new ApiError('BadRequest', 'state is missing or malformed', { field: 'state' });
-    const a = /^[a-z0-9]{1,64}$/.test(appId) ? await ctx.store.get(App, appId) : undefined;
-    if (a?.doc.HaveProxyToken !== true)
-      throw new ApiError('BadRequest', 'app does not name an App with a proxy', { field: 'app' });
-    let target: URL;
-    try {
-      target = new URL(ret);
-    } catch {
-      throw new ApiError('BadRequest', 'return must be the proxy callback URL', { field: 'return' });
-    }
-    if (
-      (target.protocol !== 'https:' && target.protocol !== 'http:') ||
-      target.pathname !== PROXY_PATHS.callback ||
-      target.search !== '' ||
-      target.hash !== '' ||
-      target.username !== '' ||
-      target.password !== '' ||
-      !(await appOrigins(ctx, a)).has(target.origin)
-    )
-      throw new ApiError(
-        'BadRequest',
-        `return must be <origin>${PROXY_PATHS.callback} on an origin of the App (its URL, AllowedOrigins or VirtualHosts)`,
-        { field: 'return' },
-      );
-    const sessions = needSessions(ports);
-    const s = await sessions.current(req, ctx);
-    reply.header('Cache-Control', 'no-store');
-    if (!s || s.userId === '') {
-      // Every step of this sign-in applies the App's AccessGroups (the one sign-in completion).
-      await signingInFor(req, reply, ctx, a.id);
-      // Sign-in pages on this service come back to the path: no Host or X-Forwarded-* in the URL.
-      const here = (await signinBase(ctx)).startsWith('/')
-        ? req.url
-        : `${req.protocol}://${req.host}${req.url}`;
-      return reply.redirect(await sessions.signinPage(ctx, here), 302);
-    }
-    // Refused here with a page that says why, rather than by the exchange after the redirect.
-    await requireAppAccess(ctx, a, s.userId, s.integrityLevel, s.location);
-    target.searchParams.set('code', await issueCode(ctx, a.id, s.sessionId));
-    target.searchParams.set('state', state);
-    return reply.redirect(target.toString(), 302);
-  });
+  app.get(
+    `${BACKCHANNEL}/signin`,
+    { ...open, schema: PROXY_SIGNIN },
+    async (req: FastifyRequest, reply: FastifyReply) => {
+      const q = req.query as Record<string, unknown>;
+      const appId = typeof q.app === 'string' ? q.app : '';
+      const state = typeof q.state === 'string' ? q.state : '';
+      const ret = typeof q.return === 'string' ? q.return : '';
+      if (!/^[A-Za-z0-9_-]{16,128}$/.test(state))
+        throw new ApiError('BadRequest', 'state is missing or malformed', { field: 'state' });
+      const a = /^[a-z0-9]{1,64}$/.test(appId) ? await ctx.store.get(App, appId) : undefined;
+      if (a?.doc.HaveProxyToken !== true)
+        throw new ApiError('BadRequest', 'app does not name an App with a proxy', { field: 'app' });
+      let target: URL;
+      try {
+        target = new URL(ret);
+      } catch {
+        throw new ApiError('BadRequest', 'return must be the proxy callback URL', { field: 'return' });
+      }
+      if (
+        (target.protocol !== 'https:' && target.protocol !== 'http:') ||
+        target.pathname !== PROXY_PATHS.callback ||
+        target.search !== '' ||
+        target.hash !== '' ||
+        target.username !== '' ||
+        target.password !== '' ||
+        !(await appOrigins(ctx, a)).has(target.origin)
+      )
+        throw new ApiError(
+          'BadRequest',
+          `return must be <origin>${PROXY_PATHS.callback} on an origin of the App (its URL, AllowedOrigins or VirtualHosts)`,
+          { field: 'return' },
+        );
+      const sessions = needSessions(ports);
+      const s = await sessions.current(req, ctx);
+      reply.header('Cache-Control', 'no-store');
+      if (!s || s.userId === '') {
+        // Every step of this sign-in applies the App's AccessGroups (the one sign-in completion).
+        await signingInFor(req, reply, ctx, a.id);
+        // Sign-in pages on this service come back to the path: no Host or X-Forwarded-* in the URL.
+        const here = (await signinBase(ctx)).startsWith('/')
+          ? req.url
+          : `${req.protocol}://${req.host}${req.url}`;
+        return reply.redirect(await sessions.signinPage(ctx, here), 302);
+      }
+      // Refused here with a page that says why, rather than by the exchange after the redirect.
+      await requireAppAccess(ctx, a, s.userId, s.integrityLevel, s.location);
+      target.searchParams.set('code', await issueCode(ctx, a.id, s.sessionId));
+      target.searchParams.set('state', state);
+      return reply.redirect(target.toString(), 302);
+    },
+  );
 }

@@ -29,6 +29,19 @@ import { decide, enforce } from '../policy/decide.js';
 import type { Doc } from '../schema/fields.js';
 import type { ServiceContext } from '../store/context.js';
 import { proxyApp } from './backchannel.js';
+import {
+  CHANGE_TRANSITIONS,
+  GET_ACCOUNTS_ID_PASSWORD,
+  GET_USERS_MERGE,
+  PLAN_TRANSITIONS,
+  POST_ACCOUNTCHANGES_CLAIM,
+  POST_ACCOUNTCHANGES_ID_RESULT,
+  POST_ACCOUNTS_ID_PASSWORD,
+  POST_USERS_ID_ACCOUNTS_SUGGEST,
+  POST_USERS_ID_DISABLE,
+  POST_USERS_ID_MERGE,
+  transitionSchema,
+} from './directoryschemas.js';
 import { principalOf } from './objects.js';
 
 type IdParams = { id: string };
@@ -59,57 +72,78 @@ const agentOpen = { config: { auth: 'none' as const } };
 
 /** Accounts, account changes and plans, provisioning agents, and the user operations of #16. */
 export function registerDirectoryRoutes(app: FastifyInstance, ctx: ServiceContext) {
-  const { store } = ctx;
+  registerLifecycleRoutes(app, ctx);
+  registerAgentRoutes(app, ctx);
+  registerPasswordRoutes(app, ctx);
+  registerUserOperations(app, ctx);
+}
 
-  // ---- plans and changes: the lifecycle tables (src/directory/states.ts) -------------------
+/** Approve, cancel and retry of plans and changes: the lifecycle tables (src/directory/states.ts). */
+function registerLifecycleRoutes(app: FastifyInstance, ctx: ServiceContext) {
   for (const op of ['approve', 'cancel'] as const) {
-    app.post<{ Params: IdParams }>(`/accountchangeplans/:id/${op}`, async (req) => {
+    const schema = transitionSchema('AccountChangePlan', PLAN_TRANSITIONS[op]);
+    app.post<{ Params: IdParams }>(`/accountchangeplans/:id/${op}`, { schema }, async (req) => {
       const p = principalOf(req);
       const role = roleOf(p, op === 'approve' ? ['admin'] : ['admin', 'sync']);
       return transitionPlan(ctx, req.params.id, op, role, p.userId);
     });
   }
   for (const op of ['approve', 'cancel', 'retry'] as const) {
-    app.post<{ Params: IdParams }>(`/accountchanges/:id/${op}`, async (req) => {
+    const schema = transitionSchema('AccountChange', CHANGE_TRANSITIONS[op]);
+    app.post<{ Params: IdParams }>(`/accountchanges/:id/${op}`, { schema }, async (req) => {
       const p = principalOf(req);
       const role = roleOf(p, op === 'approve' ? ['admin'] : ['admin', 'sync']);
       return transitionChange(ctx, req.params.id, op, role, p.userId);
     });
   }
+}
 
-  // ---- provisioning agents: the App's proxy token -------------------------------------------
-  app.post('/accountchanges/claim', agentOpen, async (req, reply) => {
-    const target = await proxyApp(req, ctx);
-    const b = jsonFields(req, { Name: 'string', Version: 'string', Max: 'number', LeaseSeconds: 'number' });
-    const max = b.Max === undefined || b.Max === null ? 10 : Number(b.Max);
-    const lease =
-      b.LeaseSeconds === undefined || b.LeaseSeconds === null ? LEASE_DEFAULT_S : Number(b.LeaseSeconds);
-    if (!Number.isInteger(max) || max < 1 || max > CLAIM_MAX)
-      throw new ApiError('InvalidField', `Max must be a whole number from 1 to ${CLAIM_MAX}`, {
-        field: 'Max',
-      });
-    if (!Number.isInteger(lease) || lease < LEASE_MIN_S || lease > LEASE_MAX_S)
-      throw new ApiError('InvalidField', `LeaseSeconds must be from ${LEASE_MIN_S} to ${LEASE_MAX_S}`, {
-        field: 'LeaseSeconds',
-      });
-    const name = String(b.Name ?? '').slice(0, 256) || 'agent';
-    const agentId = await heartbeat(store, target.id, name, String(b.Version ?? '').slice(0, 64), req.ip);
-    const claimed = await claimChanges(ctx, target.id, agentId, max, lease);
-    reply.header('Cache-Control', 'no-store');
-    return { RemoteAgentID: agentId, Changes: claimed };
-  });
+/** A provisioning agent claims changes and reports results, with its App's proxy token. */
+function registerAgentRoutes(app: FastifyInstance, ctx: ServiceContext) {
+  const { store } = ctx;
+  app.post(
+    '/accountchanges/claim',
+    { ...agentOpen, schema: POST_ACCOUNTCHANGES_CLAIM },
+    async (req, reply) => {
+      const target = await proxyApp(req, ctx);
+      const b = jsonFields(req, { Name: 'string', Version: 'string', Max: 'number', LeaseSeconds: 'number' });
+      const max = b.Max === undefined || b.Max === null ? 10 : Number(b.Max);
+      const lease =
+        b.LeaseSeconds === undefined || b.LeaseSeconds === null ? LEASE_DEFAULT_S : Number(b.LeaseSeconds);
+      if (!Number.isInteger(max) || max < 1 || max > CLAIM_MAX)
+        throw new ApiError('InvalidField', `Max must be a whole number from 1 to ${CLAIM_MAX}`, {
+          field: 'Max',
+        });
+      if (!Number.isInteger(lease) || lease < LEASE_MIN_S || lease > LEASE_MAX_S)
+        throw new ApiError('InvalidField', `LeaseSeconds must be from ${LEASE_MIN_S} to ${LEASE_MAX_S}`, {
+          field: 'LeaseSeconds',
+        });
+      const name = String(b.Name ?? '').slice(0, 256) || 'agent';
+      const agentId = await heartbeat(store, target.id, name, String(b.Version ?? '').slice(0, 64), req.ip);
+      const claimed = await claimChanges(ctx, target.id, agentId, max, lease);
+      reply.header('Cache-Control', 'no-store');
+      return { RemoteAgentID: agentId, Changes: claimed };
+    },
+  );
 
-  app.post<{ Params: IdParams }>('/accountchanges/:id/result', agentOpen, async (req) => {
-    const target = await proxyApp(req, ctx);
-    const b = jsonFields(req, { Lease: 'string', Result: 'string', Error: 'string' });
-    if (typeof b.Lease !== 'string' || b.Lease === '')
-      throw new ApiError('InvalidField', 'Lease (from the claim) is required', { field: 'Lease' });
-    if (b.Result !== 'applied' && b.Result !== 'failed')
-      throw new ApiError('InvalidField', 'Result must be "applied" or "failed"', { field: 'Result' });
-    return reportChange(ctx, target.id, req.params.id, b.Lease, b.Result, String(b.Error ?? ''));
-  });
+  app.post<{ Params: IdParams }>(
+    '/accountchanges/:id/result',
+    { ...agentOpen, schema: POST_ACCOUNTCHANGES_ID_RESULT },
+    async (req) => {
+      const target = await proxyApp(req, ctx);
+      const b = jsonFields(req, { Lease: 'string', Result: 'string', Error: 'string' });
+      if (typeof b.Lease !== 'string' || b.Lease === '')
+        throw new ApiError('InvalidField', 'Lease (from the claim) is required', { field: 'Lease' });
+      if (b.Result !== 'applied' && b.Result !== 'failed')
+        throw new ApiError('InvalidField', 'Result must be "applied" or "failed"', { field: 'Result' });
+      return reportChange(ctx, target.id, req.params.id, b.Lease, b.Result, String(b.Error ?? ''));
+    },
+  );
+}
 
-  // ---- initial passwords ----------------------------------------------------------------------
+/** The initial password of an account: whether there is one, and fetching it (once). */
+function registerPasswordRoutes(app: FastifyInstance, ctx: ServiceContext) {
+  const { store } = ctx;
   /** The account, if the caller is its user or an administrator; else 404 (no existence leak). */
   const ownAccount = async (req: FastifyRequest, id: string) => {
     const p = principalOf(req);
@@ -119,58 +153,78 @@ export function registerDirectoryRoutes(app: FastifyInstance, ctx: ServiceContex
     return { p, a };
   };
 
-  app.get<{ Params: IdParams }>('/accounts/:id/password', async (req, reply) => {
-    const { a } = await ownAccount(req, req.params.id);
-    reply.header('Cache-Control', 'no-store');
-    return {
-      AccountID: a.id,
-      HaveInitialPassword: a.doc.HaveInitialPassword === true,
-      PasswordFetchTime: a.doc.PasswordFetchTime,
-      PasswordFetchedBy: a.doc.PasswordFetchedBy,
-    };
-  });
+  app.get<{ Params: IdParams }>(
+    '/accounts/:id/password',
+    { schema: GET_ACCOUNTS_ID_PASSWORD },
+    async (req, reply) => {
+      const { a } = await ownAccount(req, req.params.id);
+      reply.header('Cache-Control', 'no-store');
+      return {
+        AccountID: a.id,
+        HaveInitialPassword: a.doc.HaveInitialPassword === true,
+        PasswordFetchTime: a.doc.PasswordFetchTime,
+        PasswordFetchedBy: a.doc.PasswordFetchedBy,
+      };
+    },
+  );
 
-  app.post<{ Params: IdParams }>('/accounts/:id/password', async (req, reply) => {
-    const { p } = await ownAccount(req, req.params.id);
-    const password = await fetchInitialPassword(ctx, req.params.id, p.userId);
-    reply.header('Cache-Control', 'no-store');
-    return { AccountID: req.params.id, Password: password };
-  });
+  app.post<{ Params: IdParams }>(
+    '/accounts/:id/password',
+    { schema: POST_ACCOUNTS_ID_PASSWORD },
+    async (req, reply) => {
+      const { p } = await ownAccount(req, req.params.id);
+      const password = await fetchInitialPassword(ctx, req.params.id, p.userId);
+      reply.header('Cache-Control', 'no-store');
+      return { AccountID: req.params.id, Password: password };
+    },
+  );
+}
 
-  // ---- users ----------------------------------------------------------------------------------
-  app.post<{ Params: IdParams }>('/users/:id/accounts/suggest', async (req, reply) => {
-    const p = principalOf(req);
-    const b = jsonFields(req, { Plan: 'object' });
-    const may = await decide(ctx, p, 'User.account-suggestions', {
-      kind: 'User',
-      id: req.params.id,
-      userId: req.params.id,
-    });
-    if (!may.Allowed)
-      throw new ApiError('NotFound', `User ${req.params.id} does not exist`, { rule: may.Rule });
-    const user = await store.get(User, req.params.id);
-    if (!user) throw new ApiError('NotFound', `User ${req.params.id} does not exist`);
-    const changes = await refinedAccountSuggestions(
-      ctx,
-      user.doc,
-      await suggestAccountChanges(ctx, user.doc),
-    );
-    if (!b.Plan) return { UserID: user.id, Changes: changes };
-    const plan = jsonFieldsOf(b.Plan as Doc, { Name: 'string', Reason: 'string' });
-    const made = await planAccountChanges(ctx, p, user.id, changes, plan);
-    if (made.PlanID !== '') reply.code(201).header('Location', `/accountchangeplans/${made.PlanID}`);
-    return { UserID: user.id, Changes: changes, ...made };
-  });
+/** A user's account suggestions, disabling, and merging two users. */
+function registerUserOperations(app: FastifyInstance, ctx: ServiceContext) {
+  const { store } = ctx;
+  app.post<{ Params: IdParams }>(
+    '/users/:id/accounts/suggest',
+    { schema: POST_USERS_ID_ACCOUNTS_SUGGEST },
+    async (req, reply) => {
+      const p = principalOf(req);
+      const b = jsonFields(req, { Plan: 'object' });
+      const may = await decide(ctx, p, 'User.account-suggestions', {
+        kind: 'User',
+        id: req.params.id,
+        userId: req.params.id,
+      });
+      if (!may.Allowed)
+        throw new ApiError('NotFound', `User ${req.params.id} does not exist`, { rule: may.Rule });
+      const user = await store.get(User, req.params.id);
+      if (!user) throw new ApiError('NotFound', `User ${req.params.id} does not exist`);
+      const changes = await refinedAccountSuggestions(
+        ctx,
+        user.doc,
+        await suggestAccountChanges(ctx, user.doc),
+      );
+      if (!b.Plan) return { UserID: user.id, Changes: changes };
+      const plan = jsonFieldsOf(b.Plan as Doc, { Name: 'string', Reason: 'string' });
+      const made = await planAccountChanges(ctx, p, user.id, changes, plan);
+      if (made.PlanID !== '') reply.code(201).header('Location', `/accountchangeplans/${made.PlanID}`);
+      return { UserID: user.id, Changes: changes, ...made };
+    },
+  );
 
-  app.post<{ Params: IdParams }>('/users/:id/disable', async (req, reply) => {
-    const p = principalOf(req);
-    const { Reason } = jsonFields(req, { Reason: 'string' });
-    const result = await disableUser(ctx, p, req.params.id, typeof Reason === 'string' ? Reason : '');
-    return reply.code(200).type('application/json').send(JSON.stringify(result));
-  });
+  app.post<{ Params: IdParams }>(
+    '/users/:id/disable',
+    { schema: POST_USERS_ID_DISABLE },
+    async (req, reply) => {
+      const p = principalOf(req);
+      const { Reason } = jsonFields(req, { Reason: 'string' });
+      const result = await disableUser(ctx, p, req.params.id, typeof Reason === 'string' ? Reason : '');
+      return reply.code(200).type('application/json').send(JSON.stringify(result));
+    },
+  );
 
   app.post<{ Params: IdParams; Querystring: { from?: string | string[] } }>(
     '/users/:id/merge',
+    { schema: POST_USERS_ID_MERGE },
     async (req, reply) => {
       const p = principalOf(req);
       const b = jsonFields(req, { From: 'string' });
@@ -185,7 +239,7 @@ export function registerDirectoryRoutes(app: FastifyInstance, ctx: ServiceContex
     },
   );
 
-  app.get('/users/merge', async (req, reply) => {
+  app.get('/users/merge', { schema: GET_USERS_MERGE }, async (req, reply) => {
     await enforce(ctx, principalOf(req), 'User.merge-suggestions', { kind: 'User', id: '' });
     const lines = (await refinedMergeSuggestions(ctx, suggestMerges(await allOf(store, User))))
       .map((s) => `${JSON.stringify(s)}\n`)

@@ -5,6 +5,7 @@ import { checkCsrf } from '../auth/session/authenticator.js';
 import { setSessionCookie } from '../auth/session/cookies.js';
 import { pendingCookies } from '../auth/session/sessions.js';
 import { ApiError } from '../core/errors.js';
+import { err, type RouteSchema } from '../core/routeschema.js';
 import { EventHub, MAX_MESSAGE_BYTES } from '../events/hub.js';
 import type { ServiceContext } from '../store/context.js';
 import { principalOf } from './objects.js';
@@ -54,6 +55,7 @@ export async function registerEventRoutes(app: FastifyInstance, ctx: ServiceCont
   app.route({
     method: 'GET',
     url: '/events',
+    schema: EVENTS,
     // A session still signing in may follow its own AuthResponse (kind Auth) and nothing else.
     config: { followSignIn: true },
     preHandler: async (req, reply) => {
@@ -85,3 +87,13 @@ export async function registerEventRoutes(app: FastifyInstance, ctx: ServiceCont
 
 const isUpgrade = (h: Record<string, string | string[] | undefined>) =>
   typeof h.upgrade === 'string' && /(^|,)\s*upgrade\s*(,|$)/i.test(String(h.connection ?? ''));
+
+const EVENTS: RouteSchema = {
+  tags: ['Event'],
+  summary: 'The event stream: a websocket of the object changes the caller may read (docs/events.md)',
+  response: {
+    101: { description: 'Switching to the websocket' },
+    426: err('Not a websocket handshake'),
+    429: err('Too many streams open for this user'),
+  },
+};

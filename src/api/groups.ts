@@ -21,13 +21,22 @@ import { decide, enforce } from '../policy/decide.js';
 import type { ServiceContext } from '../store/context.js';
 import { parseListQuery, type RawListQuery } from '../store/listquery.js';
 import { registerGroupPages } from '../web/groups.js';
+import {
+  GROUP_CHECK,
+  GROUP_MEMBERS,
+  GROUP_REPORT,
+  MAX_REASON,
+  MEMBER_GET,
+  MEMBER_HISTORY,
+  memberOpSchema,
+  USER_GROUPS,
+} from './groupschemas.js';
 import { setObjectHeaders } from './http.js';
 import { principalOf } from './objects.js';
 
 type MemberParams = { id: string; user: string };
 type FormBody = Record<string, string | string[]>;
 
-export const MAX_REASON = 1024;
 const FORM = 'application/x-www-form-urlencoded';
 
 /** Form bodies (reason=..., or the check's user/group/op/next), parsed with URLSearchParams. */
@@ -96,148 +105,152 @@ async function mayReadGroup(ctx: ServiceContext, p: Principal, group: GroupSetti
 }
 
 export function registerGroupRoutes(app: FastifyInstance, ctx: ServiceContext) {
-  const { store } = ctx;
-
-  const sendMembership = (
-    reply: FastifyReply,
-    obj: { id: string; data: string } & Parameters<typeof setObjectHeaders>[2],
-    code: number,
-  ) => {
-    setObjectHeaders(reply, Membership, obj);
-    return reply.code(code).type('application/json').send(obj.data);
-  };
-
-  const sendList = async (
-    req: FastifyRequest<{ Querystring: RawListQuery }>,
-    reply: FastifyReply,
-    filter: string,
-  ) => {
-    const raw: RawListQuery = { ...req.query, filter: [...toArray(req.query.filter), filter] };
-    const page = await store.list(Membership, parseListQuery(Membership, raw));
-    if (page.startCursor !== undefined) reply.header('X-Start-Cursor', page.startCursor);
-    if (page.endCursor !== undefined) reply.header('X-End-Cursor', page.endCursor);
-    reply.header('Cache-Control', 'private, max-age=0');
-    return reply.type('application/x-json-lines').send(Readable.from(page.chunks));
-  };
-
-  /** One lifecycle operation: 404 group, 403 caller, 404 user, 409 state, in that order. */
-  const memberOp = async (
-    req: FastifyRequest<{ Params: MemberParams }>,
-    reply: FastifyReply,
-    routeOp: MemberOp,
-  ) => {
-    const p = principalOf(req);
-    const reason = reasonOf(req);
-    const group = await loadGroup(ctx, req.params.id);
-    const userId = req.params.user;
-    const roles = await rolesOf(ctx, p, group, userId);
-    // POST .../members/:user is an addition by a decider, or a user's own request to join.
-    const op: MemberOp =
-      routeOp === 'add' && !roles.has('admin') && !roles.has('sync') && !roles.has('approver')
-        ? 'request'
-        : routeOp;
-    if (rowsFor(op, roles).length === 0)
-      throw new ApiError(
-        'Forbidden',
-        `your credentials may not ${routeOp === 'add' ? 'add members to' : `${op} members of`} group ${group.ID}`,
-      );
-    await requireUser(ctx, userId);
-    const result = await applyOp(ctx, { op, group, userId, actor: p, roles, reason });
-    if (!result.obj) return reply.code(204).send();
-    return sendMembership(reply, result.obj, result.created ? 201 : 200);
-  };
-
   app.register(async (sub) => {
     addFormParser(sub);
     registerGroupPages(sub, ctx);
+    registerGroupQueries(sub, ctx);
+    registerMembershipReads(sub, ctx);
+    registerMembershipChanges(sub, ctx);
+  });
 
-    // Literal paths: find-my-way prefers them to /groups/:id, whatever the registration order.
-    sub.get('/groups/report.csv', async (req, reply) => {
-      await enforce(ctx, principalOf(req), 'Group.report', { kind: 'Group', id: '' });
-      reply.header('Cache-Control', 'private, max-age=0');
-      reply.header('Content-Disposition', 'attachment; filename="report.csv"');
-      return reply.type('text/csv; charset=utf-8').send(reportStream(ctx));
+  scheduleExpirySweep(ctx);
+}
+
+function sendMembership(
+  reply: FastifyReply,
+  obj: { id: string; data: string } & Parameters<typeof setObjectHeaders>[2],
+  code: number,
+) {
+  setObjectHeaders(reply, Membership, obj);
+  return reply.code(code).type('application/json').send(obj.data);
+}
+
+async function sendList(
+  ctx: ServiceContext,
+  req: FastifyRequest<{ Querystring: RawListQuery }>,
+  reply: FastifyReply,
+  filter: string,
+) {
+  const raw: RawListQuery = { ...req.query, filter: [...toArray(req.query.filter), filter] };
+  const page = await ctx.store.list(Membership, parseListQuery(Membership, raw));
+  if (page.startCursor !== undefined) reply.header('X-Start-Cursor', page.startCursor);
+  if (page.endCursor !== undefined) reply.header('X-End-Cursor', page.endCursor);
+  reply.header('Cache-Control', 'private, max-age=0');
+  return reply.type('application/x-json-lines').send(Readable.from(page.chunks));
+}
+
+/** The body of POST /groups/check (JSON or form), checked field by field. */
+function checkRequestOf(req: FastifyRequest) {
+  const form = isForm(req);
+  const body = bodyFields(
+    req,
+    ['User', 'Groups', 'Op', 'Next', 'IntegrityLevel'],
+    ['user', 'group', 'op', 'next', 'integrity'],
+  );
+  const user = oneString(form ? body.user : body.User, form ? 'user' : 'User', 64);
+  if (!user) throw new ApiError('InvalidField', 'name the user to check', { field: form ? 'user' : 'User' });
+  const rawGroups = form ? body.group : body.Groups;
+  const groups = rawGroups === undefined ? [] : Array.isArray(rawGroups) ? rawGroups : [rawGroups];
+  if (!groups.every((g) => typeof g === 'string' && g.length <= 64))
+    throw new ApiError('InvalidField', 'groups must be group IDs', { field: form ? 'group' : 'Groups' });
+  const op = oneString(form ? body.op : body.Op, form ? 'op' : 'Op', 3) ?? 'and';
+  if (op !== 'and' && op !== 'or')
+    throw new ApiError('InvalidField', 'op must be "and" or "or"', { field: form ? 'op' : 'Op' });
+  const next = oneString(form ? body.next : body.Next, form ? 'next' : 'Next', 2048);
+  const rawLevel = form ? body.integrity : body.IntegrityLevel;
+  const level = typeof rawLevel === 'string' && /^\d$/.test(rawLevel) ? Number(rawLevel) : rawLevel;
+  if (
+    level !== undefined &&
+    !(typeof level === 'number' && Number.isInteger(level) && level >= 0 && level <= 4)
+  )
+    throw new ApiError('InvalidField', 'the integrity level must be a whole number from 0 to 4', {
+      field: form ? 'integrity' : 'IntegrityLevel',
     });
+  return {
+    user,
+    groups: groups as string[],
+    op: op as 'and' | 'or',
+    next,
+    level: level as number | undefined,
+  };
+}
 
-    sub.post('/groups/check', async (req, reply) => {
-      await enforce(ctx, principalOf(req), 'Group.check', { kind: 'Group', id: '' });
-      const form = isForm(req);
-      const body = bodyFields(
-        req,
-        ['User', 'Groups', 'Op', 'Next', 'IntegrityLevel'],
-        ['user', 'group', 'op', 'next', 'integrity'],
-      );
-      const user = oneString(form ? body.user : body.User, form ? 'user' : 'User', 64);
-      if (!user)
-        throw new ApiError('InvalidField', 'name the user to check', { field: form ? 'user' : 'User' });
-      const rawGroups = form ? body.group : body.Groups;
-      const groups = rawGroups === undefined ? [] : Array.isArray(rawGroups) ? rawGroups : [rawGroups];
-      if (!groups.every((g) => typeof g === 'string' && g.length <= 64))
-        throw new ApiError('InvalidField', 'groups must be group IDs', { field: form ? 'group' : 'Groups' });
-      const op = oneString(form ? body.op : body.Op, form ? 'op' : 'Op', 3) ?? 'and';
-      if (op !== 'and' && op !== 'or')
-        throw new ApiError('InvalidField', 'op must be "and" or "or"', { field: form ? 'op' : 'Op' });
-      const next = oneString(form ? body.next : body.Next, form ? 'next' : 'Next', 2048);
-      const rawLevel = form ? body.integrity : body.IntegrityLevel;
-      const level = typeof rawLevel === 'string' && /^\d$/.test(rawLevel) ? Number(rawLevel) : rawLevel;
-      if (
-        level !== undefined &&
-        !(typeof level === 'number' && Number.isInteger(level) && level >= 0 && level <= 4)
-      )
-        throw new ApiError('InvalidField', 'the integrity level must be a whole number from 0 to 4', {
-          field: form ? 'integrity' : 'IntegrityLevel',
-        });
-      const result = await checkMembership(ctx, user, groups as string[], op, {
-        ...(next !== undefined ? { next } : {}),
-        ...(level !== undefined ? { integrityLevel: level as number } : {}),
-        origin: `${req.protocol}://${req.host}`,
-      });
-      return reply.code(200).type('application/json').send(JSON.stringify(result));
+/** The report, the membership check, and the lists of a group's members and a user's groups. */
+function registerGroupQueries(sub: FastifyInstance, ctx: ServiceContext) {
+  // Literal paths: find-my-way prefers them to /groups/:id, whatever the registration order.
+  sub.get('/groups/report.csv', { schema: GROUP_REPORT }, async (req, reply) => {
+    await enforce(ctx, principalOf(req), 'Group.report', { kind: 'Group', id: '' });
+    reply.header('Cache-Control', 'private, max-age=0');
+    reply.header('Content-Disposition', 'attachment; filename="report.csv"');
+    return reply.type('text/csv; charset=utf-8').send(reportStream(ctx));
+  });
+
+  sub.post('/groups/check', { schema: GROUP_CHECK }, async (req, reply) => {
+    await enforce(ctx, principalOf(req), 'Group.check', { kind: 'Group', id: '' });
+    const { user, groups, op, next, level } = checkRequestOf(req);
+    const result = await checkMembership(ctx, user, groups, op, {
+      ...(next !== undefined ? { next } : {}),
+      ...(level !== undefined ? { integrityLevel: level } : {}),
+      origin: `${req.protocol}://${req.host}`,
     });
+    return reply.code(200).type('application/json').send(JSON.stringify(result));
+  });
 
-    sub.get<{ Params: { id: string }; Querystring: RawListQuery }>(
-      '/groups/:id/members',
-      async (req, reply) => {
-        const p = principalOf(req);
-        const group = await loadGroup(ctx, req.params.id);
-        if (!(await mayReadGroup(ctx, p, group)))
-          throw new ApiError('Forbidden', `your credentials may not list the members of group ${group.ID}`);
-        return sendList(req, reply, `GroupID = ${JSON.stringify(group.ID)}`);
-      },
-    );
-
-    sub.get<{ Params: { id: string }; Querystring: RawListQuery }>(
-      '/users/:id/groups',
-      async (req, reply) => {
-        const p = principalOf(req);
-        // A key that does not act as its user (no user scope) lists its user's groups only with audit or sync.
-        const as = actsAsUser(p) ? p : { ...p, userId: '' };
-        await enforce(ctx, as, 'User.groups', { kind: 'User', id: req.params.id, userId: req.params.id });
-        await requireUser(ctx, req.params.id);
-        return sendList(req, reply, `UserID = ${JSON.stringify(req.params.id)}`);
-      },
-    );
-
-    const readOne = async (req: FastifyRequest<{ Params: MemberParams }>) => {
+  sub.get<{ Params: { id: string }; Querystring: RawListQuery }>(
+    '/groups/:id/members',
+    { schema: GROUP_MEMBERS },
+    async (req, reply) => {
       const p = principalOf(req);
       const group = await loadGroup(ctx, req.params.id);
-      const self = p.userId !== '' && p.userId === req.params.user && actsAsUser(p);
-      if (!self && !(await mayReadGroup(ctx, p, group)))
-        throw new ApiError('Forbidden', `your credentials may not read the members of group ${group.ID}`);
-      await requireUser(ctx, req.params.user);
-      return membershipId(group.ID, req.params.user);
-    };
+      if (!(await mayReadGroup(ctx, p, group)))
+        throw new ApiError('Forbidden', `your credentials may not list the members of group ${group.ID}`);
+      return sendList(ctx, req, reply, `GroupID = ${JSON.stringify(group.ID)}`);
+    },
+  );
 
-    sub.get<{ Params: MemberParams }>('/groups/:id/members/:user', async (req, reply) => {
+  sub.get<{ Params: { id: string }; Querystring: RawListQuery }>(
+    '/users/:id/groups',
+    { schema: USER_GROUPS },
+    async (req, reply) => {
+      const p = principalOf(req);
+      // A key that does not act as its user (no user scope) lists its user's groups only with audit or sync.
+      const as = actsAsUser(p) ? p : { ...p, userId: '' };
+      await enforce(ctx, as, 'User.groups', { kind: 'User', id: req.params.id, userId: req.params.id });
+      await requireUser(ctx, req.params.id);
+      return sendList(ctx, req, reply, `UserID = ${JSON.stringify(req.params.id)}`);
+    },
+  );
+}
+
+/** One membership and its history: for the group's readers and the member themself. */
+function registerMembershipReads(sub: FastifyInstance, ctx: ServiceContext) {
+  const readOne = async (req: FastifyRequest<{ Params: MemberParams }>) => {
+    const p = principalOf(req);
+    const group = await loadGroup(ctx, req.params.id);
+    const self = p.userId !== '' && p.userId === req.params.user && actsAsUser(p);
+    if (!self && !(await mayReadGroup(ctx, p, group)))
+      throw new ApiError('Forbidden', `your credentials may not read the members of group ${group.ID}`);
+    await requireUser(ctx, req.params.user);
+    return membershipId(group.ID, req.params.user);
+  };
+
+  sub.get<{ Params: MemberParams }>(
+    '/groups/:id/members/:user',
+    { schema: MEMBER_GET },
+    async (req, reply) => {
       const id = await readOne(req);
-      const obj = await store.get(Membership, id);
+      const obj = await ctx.store.get(Membership, id);
       if (!obj)
         throw new ApiError('NotFound', `user ${req.params.user} is not a member of group ${req.params.id}`);
       return sendMembership(reply, obj, 200);
-    });
+    },
+  );
 
-    // Every version of the membership, oldest first, from the change log (an empty Item: deleted).
-    sub.get<{ Params: MemberParams }>('/groups/:id/members/:user/history', async (req, reply) => {
+  // Every version of the membership, oldest first, from the change log (an empty Item: deleted).
+  sub.get<{ Params: MemberParams }>(
+    '/groups/:id/members/:user/history',
+    { schema: MEMBER_HISTORY },
+    async (req, reply) => {
       const id = await readOne(req);
       const rows = await ctx.db.kysely
         .selectFrom('changes')
@@ -249,20 +262,55 @@ export function registerGroupRoutes(app: FastifyInstance, ctx: ServiceContext) {
       const body = rows.map((r) => `{"ID":${JSON.stringify(id)},"Item":${r.data ?? '{}'}}\n`).join('');
       reply.header('Cache-Control', 'private, max-age=0');
       return reply.type('application/x-json-lines').send(body);
-    });
+    },
+  );
+}
 
-    sub.post<{ Params: MemberParams }>('/groups/:id/members/:user', (req, reply) =>
-      memberOp(req, reply, 'add'),
+/** One lifecycle operation: 404 group, 403 caller, 404 user, 409 state, in that order. */
+async function memberOp(
+  ctx: ServiceContext,
+  req: FastifyRequest<{ Params: MemberParams }>,
+  reply: FastifyReply,
+  routeOp: MemberOp,
+) {
+  const p = principalOf(req);
+  const reason = reasonOf(req);
+  const group = await loadGroup(ctx, req.params.id);
+  const userId = req.params.user;
+  const roles = await rolesOf(ctx, p, group, userId);
+  // POST .../members/:user is an addition by a decider, or a user's own request to join.
+  const op: MemberOp =
+    routeOp === 'add' && !roles.has('admin') && !roles.has('sync') && !roles.has('approver')
+      ? 'request'
+      : routeOp;
+  if (rowsFor(op, roles).length === 0)
+    throw new ApiError(
+      'Forbidden',
+      `your credentials may not ${routeOp === 'add' ? 'add members to' : `${op} members of`} group ${group.ID}`,
     );
-    sub.delete<{ Params: MemberParams }>('/groups/:id/members/:user', (req, reply) =>
-      memberOp(req, reply, 'remove'),
-    );
-    for (const op of ['activate', 'approve', 'reject', 'unreject', 'use'] as const) {
-      sub.post<{ Params: MemberParams }>(`/groups/:id/members/:user/${op}`, (req, reply) =>
-        memberOp(req, reply, op),
-      );
-    }
-  });
+  await requireUser(ctx, userId);
+  const result = await applyOp(ctx, { op, group, userId, actor: p, roles, reason });
+  if (!result.obj) return reply.code(204).send();
+  return sendMembership(reply, result.obj, result.created ? 201 : 200);
+}
 
-  scheduleExpirySweep(ctx);
+/** Add, remove, and the lifecycle operations of a membership (docs/groups.md). */
+function registerMembershipChanges(sub: FastifyInstance, ctx: ServiceContext) {
+  sub.post<{ Params: MemberParams }>(
+    '/groups/:id/members/:user',
+    { schema: memberOpSchema('add') },
+    (req, reply) => memberOp(ctx, req, reply, 'add'),
+  );
+  sub.delete<{ Params: MemberParams }>(
+    '/groups/:id/members/:user',
+    { schema: memberOpSchema('remove') },
+    (req, reply) => memberOp(ctx, req, reply, 'remove'),
+  );
+  for (const op of ['activate', 'approve', 'reject', 'unreject', 'use'] as const) {
+    sub.post<{ Params: MemberParams }>(
+      `/groups/:id/members/:user/${op}`,
+      { schema: memberOpSchema(op) },
+      (req, reply) => memberOp(ctx, req, reply, op),
+    );
+  }
 }

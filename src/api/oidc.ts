@@ -7,6 +7,7 @@ import { signingInFor } from '../auth/session/complete.js';
 import { setSessionCookie } from '../auth/session/cookies.js';
 import { endRequestSession, pendingCookies, requestSession } from '../auth/session/sessions.js';
 import { ApiError } from '../core/errors.js';
+import { err, jsonObject, pathParams, type RouteSchema } from '../core/routeschema.js';
 import { signinBase } from '../groups/check.js';
 import { App } from '../objects/app.js';
 import { issueClientSecret } from '../oidc/clientsecret.js';
@@ -84,10 +85,18 @@ function sameOrigin(req: FastifyRequest, ctx: ServiceContext): boolean {
  * key rotation.
  */
 export async function registerOidcRoutes(app: FastifyInstance, ctx: ServiceContext) {
-  const provider = () => providerOf(ctx, providerPages);
+  await registerProviderEndpoints(app, ctx);
+  registerInteractionPage(app, ctx);
+  registerInteractionForms(app, ctx);
+  registerOidcAdministration(app, ctx);
+}
 
-  // The provider's own endpoints: it reads the body itself (its own 56 kB limit), so this scope
-  // parses nothing.
+/**
+ * The provider's own endpoints (the OpenID Connect protocol, described by its discovery document,
+ * not by /openapi.json): it reads the body itself (its own 56 kB limit), so this scope parses nothing.
+ */
+async function registerProviderEndpoints(app: FastifyInstance, ctx: ServiceContext) {
+  const provider = () => providerOf(ctx, providerPages);
   await app.register(async (scope) => {
     scope.removeAllContentTypeParsers();
     scope.addContentTypeParser('*', (_req, _payload, done) => done(null, undefined));
@@ -117,39 +126,42 @@ export async function registerOidcRoutes(app: FastifyInstance, ctx: ServiceConte
     scope.all(OIDC_PREFIX, NONE, pass);
     scope.all(`${OIDC_PREFIX}/*`, NONE, pass);
   });
+}
 
-  const interactionPath = (uid: string) => `${OIDC_PREFIX}/interaction/${encodeURIComponent(uid)}`;
+const interactionPath = (uid: string) => `${OIDC_PREFIX}/interaction/${encodeURIComponent(uid)}`;
 
-  /** The interaction of this browser, or a page saying the request is gone. */
-  async function interaction(req: FastifyRequest, reply: FastifyReply) {
-    const { uid } = req.params as { uid: string };
-    const p = await provider();
-    try {
-      const details = await p.interactionDetails(handOver(req, reply, ctx), reply.raw);
-      if (details.uid === uid) return { p, details, uid };
-    } catch {
-      /* expired, unknown, or another browser's */
-    }
-    await sendPage(
-      reply,
-      400,
-      messagePage(
-        await tenantName(ctx),
-        'This sign-in request has expired',
-        'Go back to the application and sign in again.',
-      ),
-    );
-    return undefined;
+/** The interaction of this browser, or a page saying the request is gone. */
+async function interaction(ctx: ServiceContext, req: FastifyRequest, reply: FastifyReply) {
+  const { uid } = req.params as { uid: string };
+  const p = await providerOf(ctx, providerPages);
+  try {
+    const details = await p.interactionDetails(handOver(req, reply, ctx), reply.raw);
+    if (details.uid === uid) return { p, details, uid };
+  } catch {
+    /* expired, unknown, or another browser's */
   }
+  await sendPage(
+    reply,
+    400,
+    messagePage(
+      await tenantName(ctx),
+      'This sign-in request has expired',
+      'Go back to the application and sign in again.',
+    ),
+  );
+  return undefined;
+}
 
-  const finish = async (reply: FastifyReply, p: Provider, req: FastifyRequest, result: InteractionResults) =>
-    reply.redirect(
-      await p.interactionResult(req.raw, reply.raw, result, { mergeWithLastSubmission: false }),
-      303,
-    );
+const finish = async (reply: FastifyReply, p: Provider, req: FastifyRequest, result: InteractionResults) =>
+  reply.redirect(
+    await p.interactionResult(req.raw, reply.raw, result, { mergeWithLastSubmission: false }),
+    303,
+  );
 
+/** The interaction page: on to the sign-in pages, a consent or re-authentication page, or back to the App. */
+function registerInteractionPage(app: FastifyInstance, ctx: ServiceContext) {
   app.get(`${OIDC_PREFIX}/interaction/:uid`, NONE, async (req, reply) => {
-    const it = await interaction(req, reply);
+    const it = await interaction(ctx, req, reply);
     if (!it) return reply;
     const { p, details, uid } = it;
     const clientId = String(details.params.client_id);
@@ -210,22 +222,25 @@ export async function registerOidcRoutes(app: FastifyInstance, ctx: ServiceConte
         });
     }
   });
+}
 
-  /** Checks a form post of the interaction pages: same origin, this browser's session, its token. */
-  async function formPost(req: FastifyRequest, reply: FastifyReply) {
-    if (!sameOrigin(req, ctx))
-      throw new ApiError('CsrfCheckFailed', 'this form must be sent from its own page');
-    const it = await interaction(req, reply);
-    if (!it) return undefined;
-    const s = (await requestSession(req, ctx)).session;
-    const body = (req.body ?? {}) as Record<string, unknown>;
-    if (!s || !(await checkFormToken(ctx, it.uid, s.id, body.token)))
-      throw new ApiError('CsrfCheckFailed', 'the form token does not belong to this session and request');
-    return { ...it, s, body };
-  }
+/** Checks a form post of the interaction pages: same origin, this browser's session, its token. */
+async function formPost(ctx: ServiceContext, req: FastifyRequest, reply: FastifyReply) {
+  if (!sameOrigin(req, ctx))
+    throw new ApiError('CsrfCheckFailed', 'this form must be sent from its own page');
+  const it = await interaction(ctx, req, reply);
+  if (!it) return undefined;
+  const s = (await requestSession(req, ctx)).session;
+  const body = (req.body ?? {}) as Record<string, unknown>;
+  if (!s || !(await checkFormToken(ctx, it.uid, s.id, body.token)))
+    throw new ApiError('CsrfCheckFailed', 'the form token does not belong to this session and request');
+  return { ...it, s, body };
+}
 
+/** The consent and re-authentication forms of the interaction pages. */
+function registerInteractionForms(app: FastifyInstance, ctx: ServiceContext) {
   app.post(`${OIDC_PREFIX}/interaction/:uid/confirm`, NONE, async (req, reply) => {
-    const f = await formPost(req, reply);
+    const f = await formPost(ctx, req, reply);
     if (!f) return reply;
     const { p, details, s, body } = f;
     if (details.prompt.name !== 'consent' || details.session?.accountId !== s.userId)
@@ -243,7 +258,7 @@ export async function registerOidcRoutes(app: FastifyInstance, ctx: ServiceConte
   });
 
   app.post(`${OIDC_PREFIX}/interaction/:uid/reauth`, NONE, async (req, reply) => {
-    const f = await formPost(req, reply);
+    const f = await formPost(ctx, req, reply);
     if (!f) return reply;
     await endRequestSession(req, reply, ctx);
     const base = await signinBase(ctx);
@@ -252,10 +267,13 @@ export async function registerOidcRoutes(app: FastifyInstance, ctx: ServiceConte
       303,
     );
   });
+}
 
+/** An App's client secret and the signing keys (admin). */
+function registerOidcAdministration(app: FastifyInstance, ctx: ServiceContext) {
   // Admin: issue (or replace) an App's client secret. Shown once; kept encrypted (the provider
   // compares it in constant time, so it needs the secret itself, not a hash).
-  app.post('/apps/:id/oidc/secret', async (req, reply) => {
+  app.post('/apps/:id/oidc/secret', { schema: CLIENT_SECRET }, async (req, reply) => {
     const { id } = req.params as { id: string };
     const secret = await issueClientSecret(ctx, principalOf(req), id);
     reply.header('Cache-Control', 'no-store');
@@ -267,7 +285,7 @@ export async function registerOidcRoutes(app: FastifyInstance, ctx: ServiceConte
 
   // Admin: a new signing key, published at once by this instance and within a minute by the others,
   // signs once every instance publishes it (PUBLISH_LEAD_MS); the old ones stay published until their tokens expire.
-  app.post(`${OIDC_PREFIX}/keys/rotate`, async (req, reply) => {
+  app.post(`${OIDC_PREFIX}/keys/rotate`, { schema: ROTATE_KEYS }, async (req, reply) => {
     await enforce(ctx, principalOf(req), 'OIDC.rotate-keys', { kind: 'Policy', id: '' });
     const kid = await addSigningKey(ctx);
     await providerOf(ctx, providerPages, true);
@@ -278,3 +296,26 @@ export async function registerOidcRoutes(app: FastifyInstance, ctx: ServiceConte
       .send(JSON.stringify({ KeyID: kid }));
   });
 }
+
+const CLIENT_SECRET: RouteSchema = {
+  tags: ['OpenID Connect'],
+  summary: 'Issue (or replace) an App’s OpenID Connect client secret (admin); shown once',
+  params: pathParams('id'),
+  response: {
+    201: jsonObject('The client credentials', {
+      ClientID: { type: 'string' },
+      ClientSecret: { type: 'string' },
+    }),
+    403: err('Not allowed for these credentials'),
+    404: err('No such App'),
+  },
+};
+
+const ROTATE_KEYS: RouteSchema = {
+  tags: ['OpenID Connect'],
+  summary: 'A new signing key: published at once, used once every instance publishes it (admin)',
+  response: {
+    201: jsonObject('The new key', { KeyID: { type: 'string' } }),
+    403: err('Not allowed for these credentials'),
+  },
+};

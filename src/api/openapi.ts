@@ -1,247 +1,156 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, RouteOptions } from 'fastify';
 import { factors } from '../auth/factors/index.js';
 import { ErrorCodes } from '../core/errors.js';
+import type { Json, RouteSchema } from '../core/routeschema.js';
 import { objectTypes } from '../objects/registry.js';
-import type { Field, FieldMap } from '../schema/fields.js';
-import type { ObjectType } from '../schema/type.js';
 import type { ServiceContext } from '../store/context.js';
-import { DIRECTORY_PATHS } from './directoryopenapi.js';
-import { federationPaths } from './openapi-federation.js';
-import { VOUCH_PATHS, VOUCH_SCHEMAS } from './openapi-vouch.js';
-import { WEBAUTHN_PATHS } from './openapi-webauthn.js';
-import { POLICY_OPENAPI_PATHS } from './policy.js';
-import { SCRIPT_OPENAPI_PATHS } from './scripts.js';
+import { propertiesOf } from './objectschemas.js';
 
-type Json = Record<string, unknown>;
+/**
+ * The OpenAPI document of the whole API, generated from the routes as they are registered: every
+ * route declares a Fastify schema (summary, tags, params, querystring, headers, body, response),
+ * an onRoute hook records it here, and GET /openapi.json turns the records into path items. No
+ * path of the document is written by hand.
+ */
 
-function schemaOf(field: Field): Json {
-  const doc = field.doc ? { description: field.doc } : {};
-  const ro = field.readOnly ? { readOnly: true } : {};
-  if (field.kind === 'object') {
-    return {
-      type: 'object',
-      ...doc,
-      ...ro,
-      properties: propertiesOf(field.fields),
-      additionalProperties: false,
-    };
-  }
-  if (field.kind === 'strings') {
-    return {
-      type: 'array',
-      ...doc,
-      ...ro,
-      items: field.enum ? { type: 'string', enum: field.enum } : { type: 'string' },
-    };
-  }
-  const base: Json = { ...doc, ...ro, default: field.default };
-  switch (field.kind) {
-    case 'boolean':
-      return { type: 'boolean', ...base };
-    case 'integer':
-      return {
-        type: 'integer',
-        ...base,
-        ...(field.min !== undefined ? { minimum: field.min } : {}),
-        ...(field.max !== undefined ? { maximum: field.max } : {}),
-      };
-    case 'number':
-      return { type: 'number', ...base };
-    case 'timestamp':
-      return { type: 'string', format: 'date-time', ...base };
-    default:
-      return {
-        type: 'string',
-        ...base,
-        ...(field.enum ? { enum: field.enum } : {}),
-        ...(field.maxLength !== undefined ? { maxLength: field.maxLength } : {}),
-      };
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** Every route registered after the OpenAPI collector was installed (src/api/openapi.ts). */
+    apiRoutes: RegisteredRoute[];
   }
 }
 
-const propertiesOf = (fields: FieldMap): Json =>
-  Object.fromEntries(Object.entries(fields).map(([k, f]) => [k, schemaOf(f)]));
+export interface RegisteredRoute {
+  method: string;
+  /** Fastify's form: /users/:id. */
+  url: string;
+  schema: RouteSchema | undefined;
+}
 
-const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
-const error = (description: string) => ({
-  description,
-  content: { 'application/json': { schema: ref('Error') } },
-});
-const ETAG_HEADERS = Object.fromEntries(
-  ['Etag', 'X-Id', 'Location', 'X-Create-Time', 'Last-Modified'].map((h) => [
-    h,
-    { schema: { type: 'string' } },
-  ]),
-);
+/** A validator that accepts everything: the route's handler validates (RouteSchema.validatedBy). */
+const handlerValidates = () => () => true;
 
-function pathsOf(type: ObjectType): Record<string, Json> {
-  const has = (op: string) => (type.ops as readonly string[]).includes(op);
-  const body = {
-    required: true,
-    content: {
-      'application/json': {
-        schema: type.writeOnly
-          ? { allOf: [ref(type.kind), { type: 'object', properties: propertiesOf(type.writeOnly) }] }
-          : ref(type.kind),
+/**
+ * Records every route as it is registered and serves the document built from the records. The
+ * first registrar, so every route after it is seen.
+ */
+export function registerOpenApiRoutes(app: FastifyInstance, _ctx: ServiceContext) {
+  const routes: RegisteredRoute[] = [];
+  app.decorate('apiRoutes', routes);
+  // Response schemas describe the answers; they never filter or reorder what a handler sends
+  // (Fastify would otherwise serialize through them and drop undeclared properties).
+  app.setSerializerCompiler(() => (data: unknown) => JSON.stringify(data));
+  app.addHook('onRoute', (route: RouteOptions) => {
+    if ((route.schema as RouteSchema | undefined)?.validatedBy === 'handler')
+      route.validatorCompiler = handlerValidates;
+    const methods = Array.isArray(route.method) ? route.method : [route.method];
+    for (const method of methods)
+      routes.push({ method, url: route.url, schema: route.schema as RouteSchema | undefined });
+  });
+  let text: string | undefined;
+  app.get(
+    '/openapi.json',
+    {
+      config: { auth: 'none' },
+      schema: {
+        tags: ['Service'],
+        summary: 'This document: the OpenAPI 3.1 description of the API',
+        response: { 200: { description: 'The document', type: 'object' } },
       },
     },
-  };
-  const object = {
-    description: 'The object',
-    headers: ETAG_HEADERS,
-    content: { 'application/json': { schema: ref(type.kind) } },
-  };
-  const ifMatch = { name: 'If-Match', in: 'header', required: true, schema: { type: 'string' } };
-  const tags = [type.kind];
-  const item: Json = {};
-  const collection: Json = {};
-  if (has('list')) {
-    collection.get = {
-      tags,
-      summary: `List ${type.kind} objects as JSON lines of ListItem`,
-      parameters: ['limit', 'offset', 'start', 'end', 'order', 'filter'].map((name) => ({
+    async (_req, reply) => {
+      text ??= JSON.stringify(openApiDocument(routes));
+      return reply.type('application/json').send(text);
+    },
+  );
+}
+
+/** /users/:id → /users/{id} */
+export const openApiPath = (url: string) => url.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
+
+function parametersOf(schema: RouteSchema): Json[] {
+  const out: Json[] = [];
+  const add = (where: 'path' | 'query' | 'header', part: Json | undefined) => {
+    const properties = (part?.properties ?? {}) as Record<string, Json>;
+    const required = new Set((part?.required ?? []) as string[]);
+    for (const [name, { description, ...s }] of Object.entries(properties)) {
+      out.push({
         name,
-        in: 'query',
-        schema:
-          name === 'order' || name === 'filter'
-            ? { type: 'array', items: { type: 'string' } }
-            : { type: 'string' },
-        ...(name === 'order' || name === 'filter' ? { explode: true } : {}),
-      })),
-      responses: {
-        200: {
-          description: 'One ListItem per line',
-          content: { 'application/x-json-lines': { schema: ref('ListItem') } },
-        },
-        400: error('Bad list parameter'),
-      },
-    };
-  }
-  const created = {
-    description: 'Created',
-    headers: ETAG_HEADERS,
-    ...(type.kind === 'APIKey'
-      ? {
-          content: {
-            'application/json': {
-              schema: {
-                allOf: [ref('APIKey'), { type: 'object', properties: { Secret: { type: 'string' } } }],
-              },
-            },
-          },
-        }
-      : {}),
+        in: where,
+        ...(where === 'path' || required.has(name) ? { required: true } : {}),
+        ...(description ? { description } : {}),
+        schema: s,
+        ...(where === 'query' && s.type === 'array' ? { explode: true } : {}),
+      });
+    }
   };
-  const createOp = {
-    tags,
-    summary: `Create a ${type.kind}`,
-    requestBody: body,
-    responses: { 201: created, 400: error('Invalid body'), 409: error('Duplicate') },
-  };
-  if (has('create') && type.identity === 'generated') collection.post = createOp;
-  if (has('create') && type.identity === 'named') item.post = createOp;
-  if (has('get')) {
-    item.get = {
-      tags,
-      summary: `Get a ${type.kind}`,
-      parameters: [{ name: 'If-None-Match', in: 'header', schema: { type: 'string' } }],
-      responses: { 200: object, 304: { description: 'Not modified' }, 404: error('No such object') },
-    };
-  }
-  if (has('update')) {
-    item.put = {
-      tags,
-      summary: `Replace a ${type.kind}`,
-      parameters: [ifMatch],
-      requestBody: body,
-      responses: {
-        204: { description: 'Stored', headers: ETAG_HEADERS },
-        304: { description: 'Unchanged' },
-        404: error('No such object'),
-        412: error('Stale If-Match'),
-        428: error('If-Match missing'),
-      },
-    };
-  }
-  if (has('update')) {
-    item.patch = {
-      tags,
-      summary: `Change some fields of a ${type.kind} (JSON Merge Patch, RFC 7396)`,
-      parameters: [ifMatch],
-      requestBody: {
-        content: {
-          'application/merge-patch+json': { schema: { type: 'object' } },
-          'application/json': { schema: { type: 'object' } },
-        },
-      },
-      responses: {
-        204: { description: 'Stored', headers: ETAG_HEADERS },
-        304: { description: 'Unchanged' },
-        404: error('No such object'),
-        409: error('Duplicate, or the last active administrator'),
-        412: error('Stale If-Match'),
-        428: error('If-Match missing'),
-      },
-    };
-  }
-  if (has('delete')) {
-    item.delete = {
-      tags,
-      summary: `Delete a ${type.kind}`,
-      parameters: [ifMatch],
-      responses: {
-        204: { description: 'Deleted' },
-        404: error('No such object'),
-        412: error('Stale If-Match'),
-        428: error('If-Match missing'),
-      },
-    };
-  }
-  if (type.identity === 'singleton') return { [`/${type.path}`]: item };
-  const idParam = { name: 'id', in: 'path', required: true, schema: { type: 'string' } };
-  const out: Record<string, Json> = {};
-  if (Object.keys(collection).length > 0) out[`/${type.path}`] = collection;
-  if (Object.keys(item).length > 0) out[`/${type.path}/{id}`] = { parameters: [idParam], ...item };
+  add('path', schema.params);
+  add('query', schema.querystring);
+  add('header', schema.headers);
   return out;
 }
 
-/** The OpenAPI 3.1 description of the object API, generated from the same declarations as the API itself. */
-export function openApiDocument(): Json {
+function requestBodyOf(body: Json): Json {
+  if (body.content) return { required: body.required ?? false, ...body };
+  return { required: true, content: { 'application/json': { schema: body } } };
+}
+
+function responseOf(answer: Json): Json {
+  const { description, headers, content, ...schema } = answer;
+  if (content || Object.keys(schema).length === 0)
+    return {
+      description: description ?? '',
+      ...(headers ? { headers } : {}),
+      ...(content ? { content } : {}),
+    };
+  return {
+    description: description ?? '',
+    ...(headers ? { headers } : {}),
+    content: { 'application/json': { schema } },
+  };
+}
+
+function operationOf(schema: RouteSchema): Json {
+  const parameters = parametersOf(schema);
+  const op: Json = {};
+  for (const key of ['tags', 'summary', 'description', 'operationId', 'security', 'deprecated'] as const)
+    if (schema[key] !== undefined) op[key] = schema[key];
+  if (parameters.length > 0) op.parameters = parameters;
+  if (schema.body) op.requestBody = requestBodyOf(schema.body);
+  op.responses = Object.fromEntries(
+    Object.entries(schema.response ?? { default: { description: 'See the summary' } }).map(([status, r]) => [
+      status,
+      responseOf(r),
+    ]),
+  );
+  return op;
+}
+
+/** Whether a registered route is an operation of the document. */
+export const documented = (r: RegisteredRoute) => r.schema !== undefined && !r.schema.hide;
+
+/** The OpenAPI 3.1 description of the API, from the routes' schemas and the object registry. */
+export function openApiDocument(routes: readonly RegisteredRoute[]): Json {
+  const paths: Record<string, Json> = {};
+  for (const route of routes) {
+    if (!documented(route) || !route.schema) continue;
+    // A GET route's HEAD twin (Fastify adds one per GET) shares its schema: only the GET is listed.
+    if (route.method === 'HEAD' && routes.some((r) => r.method === 'GET' && r.url === route.url)) continue;
+    const path = openApiPath(route.url);
+    paths[path] = { ...paths[path], [route.method.toLowerCase()]: operationOf(route.schema) };
+  }
   return {
     openapi: '3.1.0',
     info: {
       title: 'Gatehouse API',
       version: 'v1',
       description:
-        'Generic object API. Sign-in, events, groups and the proxy back channel are described in docs/.',
+        'Every endpoint of the service, generated from the routes as registered (docs/api.md tells the conventions).',
     },
     security: [{ bearer: [] }, { accessToken: [] }],
-    paths: Object.assign(
-      {},
-      ...objectTypes.map(pathsOf),
-      VOUCH_PATHS,
-      DIRECTORY_PATHS,
-      SCRIPT_OPENAPI_PATHS,
-      POLICY_OPENAPI_PATHS,
-      ...factors.map((f) => f.paths ?? {}),
-      WEBAUTHN_PATHS,
-      federationPaths,
-    ),
+    paths,
     components: {
-      securitySchemes: {
-        bearer: {
-          type: 'http',
-          scheme: 'bearer',
-          description: 'An API key: gv followed by 54 letters and digits',
-        },
-        accessToken: { type: 'apiKey', in: 'query', name: 'access_token' },
-        session: { type: 'apiKey', in: 'cookie', name: 'gatehouse_session' },
-        proxyToken: {
-          type: 'http',
-          scheme: 'bearer',
-          description: "An App's proxy token (POST /apps/:id/proxytoken)",
-        },
-      },
+      securitySchemes: SECURITY_SCHEMES,
       schemas: {
         ...Object.fromEntries(
           objectTypes.map((t) => [
@@ -249,7 +158,7 @@ export function openApiDocument(): Json {
             { type: 'object', properties: propertiesOf(t.fields), additionalProperties: false },
           ]),
         ),
-        ...VOUCH_SCHEMAS,
+        ...Object.assign({}, ...factors.map((f) => f.schemas ?? {})),
         ListItem: {
           type: 'object',
           properties: {
@@ -275,9 +184,17 @@ export function openApiDocument(): Json {
   };
 }
 
-export function registerOpenApiRoutes(app: FastifyInstance, _ctx: ServiceContext) {
-  const text = JSON.stringify(openApiDocument());
-  app.get('/openapi.json', { config: { auth: 'none' } }, async (_req, reply) =>
-    reply.type('application/json').send(text),
-  );
-}
+const SECURITY_SCHEMES = {
+  bearer: {
+    type: 'http',
+    scheme: 'bearer',
+    description: 'An API key: gv followed by 54 letters and digits',
+  },
+  accessToken: { type: 'apiKey', in: 'query', name: 'access_token' },
+  session: { type: 'apiKey', in: 'cookie', name: 'gatehouse_session' },
+  proxyToken: {
+    type: 'http',
+    scheme: 'bearer',
+    description: "An App's proxy token (POST /apps/:id/proxytoken)",
+  },
+};

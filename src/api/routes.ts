@@ -24,8 +24,9 @@ export type Registrar = (app: FastifyInstance, ctx: ServiceContext) => void | Pr
  * Routes default to requiring credentials; a route opts out with `config: { auth: 'none' | 'optional' }`.
  */
 export const registrars: Registrar[] = [
-  registerHealthRoutes,
+  // First: it records every route registered after it, for /openapi.json.
   registerOpenApiRoutes,
+  registerHealthRoutes,
   registerUserRoutes,
   registerObjectRoutes,
   registerGroupRoutes,

@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError, ErrorCodes } from '../core/errors.js';
+import { NOT_AN_OPERATION, type RouteSchema, ref } from '../core/routeschema.js';
 import { Script } from '../objects/script.js';
 import { access } from '../policy/grants.js';
 import { normalize } from '../schema/fields.js';
@@ -14,10 +15,11 @@ import type { ServiceContext } from '../store/context.js';
  */
 export function registerScriptRoutes(app: FastifyInstance, ctx: ServiceContext) {
   scheduleScriptLogPruning(app, ctx);
-  app.post('/scripts/test', async (req, reply) => testScript(req, reply, ctx));
+  app.post('/scripts/test', { schema: POST_SCRIPTS_TEST }, async (req, reply) => testScript(req, reply, ctx));
   app.route({
     method: ['GET', 'PUT', 'DELETE', 'PATCH'],
     url: '/scripts/test',
+    schema: NOT_AN_OPERATION,
     handler: () => {
       throw new ApiError(
         'MethodNotAllowed',
@@ -48,30 +50,27 @@ async function testScript(req: FastifyRequest, reply: FastifyReply, ctx: Service
   return reply.code(ErrorCodes[kind].status).send(lines);
 }
 
-/** POST /scripts/test in the OpenAPI document (src/api/openapi.ts adds it to the object paths). */
-export const SCRIPT_OPENAPI_PATHS = {
-  '/scripts/test': {
-    post: {
-      tags: ['Script'],
-      summary: "Run an unsaved Script's tests (docs/scripts.md)",
-      requestBody: { content: { 'application/json': { schema: { $ref: '#/components/schemas/Script' } } } },
-      responses: {
-        204: { description: 'Every test passed and nothing was logged' },
-        200: {
-          description: 'Every test passed; one ScriptLog per line',
-          content: { 'application/x-json-lines': { schema: { $ref: '#/components/schemas/ScriptLog' } } },
-        },
-        400: { description: 'Invalid Script (e.g. Tests is not a list of test cases)' },
-        403: { description: 'The credentials may not create scripts' },
-        422: {
-          description: 'Script Tests Failed: one ScriptLog per line, Passed false on the failing ones',
-          content: { 'application/x-json-lines': { schema: { $ref: '#/components/schemas/ScriptLog' } } },
-        },
-        500: {
-          description: 'Script Compile Failed: the ScriptLog with the compile error',
-          content: { 'application/x-json-lines': { schema: { $ref: '#/components/schemas/ScriptLog' } } },
-        },
-      },
+// The route schemas: what Fastify checks and /openapi.json describes (src/api/openapi.ts).
+const POST_SCRIPTS_TEST: RouteSchema = {
+  tags: ['Script'],
+  summary: "Run an unsaved Script's tests (docs/scripts.md)",
+  body: { content: { 'application/json': { schema: ref('Script') } } },
+  response: {
+    '200': {
+      description: 'Every test passed; one ScriptLog per line',
+      content: { 'application/x-json-lines': { schema: ref('ScriptLog') } },
+    },
+    '204': { description: 'Every test passed and nothing was logged' },
+    '400': { description: 'Invalid Script (e.g. Tests is not a list of test cases)' },
+    '403': { description: 'The credentials may not create scripts' },
+    '422': {
+      description: 'Script Tests Failed: one ScriptLog per line, Passed false on the failing ones',
+      content: { 'application/x-json-lines': { schema: ref('ScriptLog') } },
+    },
+    '500': {
+      description: 'Script Compile Failed: the ScriptLog with the compile error',
+      content: { 'application/x-json-lines': { schema: ref('ScriptLog') } },
     },
   },
+  validatedBy: 'handler',
 };

@@ -34,8 +34,11 @@ export interface Factor {
   /** Can this user use the factor now (so the sign-in pages offer it)? */
   enrolled?(user: Doc, secret: Doc): boolean;
   register(app: FastifyInstance, ctx: ServiceContext): void | Promise<void>;
-  /** OpenAPI 3.1 path items of its endpoints, merged into /openapi.json (src/api/openapi.ts). */
-  paths?: Record<string, Record<string, unknown>>;
+  /**
+   * Named JSON Schemas its routes' schemas refer to (ref('Name')), added to components.schemas of
+   * /openapi.json. Its endpoints document themselves through their route schemas.
+   */
+  schemas?: Record<string, Record<string, unknown>>;
 }
 
 export type Form = Record<string, string | string[]>;

@@ -15,6 +15,7 @@ import {
   regulated,
 } from './factor.js';
 import { hashSecret, verifySecret } from './secrets.js';
+import { enrollment, jsonFields, signInStep } from './stepschemas.js';
 import { credentialChange, credentialChanged } from './stepup.js';
 
 /** A secret the user knows (password, PIN): one hash in the user's hidden state and a Have* flag. */
@@ -38,7 +39,7 @@ export function knowledgeFactor(spec: KnowledgeSpec): Factor {
     enrolled: (user) => user[spec.flag] === true,
     register(app, ctx: ServiceContext) {
       // Sign-in step: form intent (optional), secret. 204; 403 incorrect; 429 backing off.
-      app.post(`/auth/${spec.name}`, FLOW, async (req, reply) => {
+      app.post(`/auth/${spec.name}`, { ...FLOW, schema: stepSchema(spec) }, async (req, reply) => {
         const form = formOf(req);
         const given = field(form, spec.formField, { required: true, max: 1024 });
         const who = await identified(req, reply, ctx, form);
@@ -51,7 +52,7 @@ export function knowledgeFactor(spec: KnowledgeSpec): Factor {
       });
 
       // Enrollment: set or change (JSON {<jsonField>}); ?user=<id> for administrators.
-      app.put(`/auth/enroll/${spec.name}`, async (req, reply) => {
+      app.put(`/auth/enroll/${spec.name}`, { schema: setSchema(spec) }, async (req, reply) => {
         const change = await credentialChange(req, ctx, spec.name, 'set');
         const { userId } = change;
         const value = jsonBody(req)[spec.jsonField];
@@ -70,7 +71,7 @@ export function knowledgeFactor(spec: KnowledgeSpec): Factor {
       });
 
       // Removal (reset): the flag goes false and the hash is forgotten.
-      app.delete(`/auth/enroll/${spec.name}`, async (req, reply) => {
+      app.delete(`/auth/enroll/${spec.name}`, { schema: removeSchema(spec) }, async (req, reply) => {
         const change = await credentialChange(req, ctx, spec.name, 'remove');
         const { userId } = change;
         await ctx.store.systemPut(User, userId, (doc, secret) => {
@@ -84,3 +85,14 @@ export function knowledgeFactor(spec: KnowledgeSpec): Factor {
     },
   };
 }
+
+const tagOf = (spec: KnowledgeSpec) => (spec.name === 'pin' ? 'Sign-in: PIN' : 'Sign-in: password');
+const stepSchema = (spec: KnowledgeSpec) =>
+  signInStep(tagOf(spec), `Prove the ${spec.what}`, { [spec.formField]: { type: 'string' } }, [
+    spec.formField,
+  ]);
+const setSchema = (spec: KnowledgeSpec) =>
+  enrollment(tagOf(spec), `Set or change the ${spec.what}`, {
+    body: jsonFields({ [spec.jsonField]: { type: 'string' } }, [spec.jsonField]),
+  });
+const removeSchema = (spec: KnowledgeSpec) => enrollment(tagOf(spec), `Remove the ${spec.what} (reset)`);

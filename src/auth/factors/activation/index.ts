@@ -19,6 +19,7 @@ import {
   proven,
   regulated,
 } from '../factor.js';
+import { signInStep } from '../stepschemas.js';
 import { reachableLevel } from '../stepup.js';
 
 /** At most this many candidate codes are tried per attempt (each is an argon2id verification). */
@@ -122,7 +123,7 @@ export const activationFactor: Factor = {
   name: 'activation_code',
   kind: 'invitation',
   register(app, ctx) {
-    app.post('/auth/activation_code', FLOW, async (req, reply) => {
+    app.post('/auth/activation_code', { ...FLOW, schema: ACTIVATION_CODE }, async (req, reply) => {
       const form = formOf(req);
       const code = field(form, 'code', { required: true, max: 256 }).trim();
       const who = await identified(req, reply, ctx, form);
@@ -135,7 +136,7 @@ export const activationFactor: Factor = {
       return reply.code(204).send();
     });
 
-    app.post('/auth/activate', FLOW, async (req, reply) => {
+    app.post('/auth/activate', { ...FLOW, schema: ACTIVATE }, async (req, reply) => {
       const who = await identified(req, reply, ctx);
       const tenant = await tenantDoc(ctx);
       if (who.user.doc.Active !== true) {
@@ -154,3 +155,17 @@ export const activationFactor: Factor = {
     });
   },
 };
+
+const TAG = 'Sign-in: activation';
+const ACTIVATION_CODE = signInStep(
+  TAG,
+  'Present an activation code (an invitation)',
+  { code: { type: 'string', maxLength: 256 } },
+  ['code'],
+);
+const ACTIVATE = signInStep(
+  TAG,
+  'Activate the signing-in user’s account (after an activation code or a proven factor)',
+  {},
+  [],
+);

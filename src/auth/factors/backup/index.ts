@@ -13,6 +13,7 @@ import {
   regulated,
 } from '../factor.js';
 import { hashSecret } from '../secrets.js';
+import { enrollment, jsonObject, signInStep } from '../stepschemas.js';
 import { credentialChange, credentialChanged } from '../stepup.js';
 
 export const BACKUP_CODE_COUNT = 10;
@@ -41,7 +42,7 @@ export const backupFactor: Factor = {
   kind: 'possession',
   enrolled: (_user, secret) => Array.isArray(secret.BackupHashes) && secret.BackupHashes.length > 0,
   register(app, ctx) {
-    app.post('/auth/backup', FLOW, async (req, reply) => {
+    app.post('/auth/backup', { ...FLOW, schema: BACKUP_STEP }, async (req, reply) => {
       const form = formOf(req);
       const code = normalize(field(form, 'code', { required: true, max: 64 }));
       const who = await identified(req, reply, ctx, form);
@@ -64,7 +65,7 @@ export const backupFactor: Factor = {
       return reply.code(204).send();
     });
 
-    app.post('/auth/enroll/backup', async (req, reply) => {
+    app.post('/auth/enroll/backup', { schema: BACKUP_GENERATE }, async (req, reply) => {
       // An administrator may generate a user's codes (?user=) to hand them over.
       const change = await credentialChange(req, ctx, 'backup', 'set');
       const { userId } = change;
@@ -81,7 +82,7 @@ export const backupFactor: Factor = {
         .send(JSON.stringify({ Codes: codes }));
     });
 
-    app.delete('/auth/enroll/backup', async (req, reply) => {
+    app.delete('/auth/enroll/backup', { schema: BACKUP_REMOVE }, async (req, reply) => {
       const change = await credentialChange(req, ctx, 'backup', 'remove');
       const { userId } = change;
       await ctx.store.systemPut(User, userId, (doc, s) => {
@@ -94,3 +95,15 @@ export const backupFactor: Factor = {
     });
   },
 };
+
+const TAG = 'Sign-in: backup codes';
+const BACKUP_STEP = signInStep(
+  TAG,
+  'Prove a backup code (each code once)',
+  { code: { type: 'string', maxLength: 64 } },
+  ['code'],
+);
+const BACKUP_GENERATE = enrollment(TAG, 'New backup codes, replacing the old ones (shown once)', {
+  answer: jsonObject('The codes', { Codes: { type: 'array', items: { type: 'string' } } }),
+});
+const BACKUP_REMOVE = enrollment(TAG, 'Remove the backup codes');

@@ -1,4 +1,5 @@
 import { ApiError } from '../../../core/errors.js';
+import { err, type RouteSchema } from '../../../core/routeschema.js';
 import { User } from '../../../objects/user.js';
 import { provenLevel } from '../../integrity.js';
 import { verifyIntent } from '../../intents.js';
@@ -17,7 +18,7 @@ import { type Factor, FLOW } from '../factor.js';
 export const boostFactor: Factor = {
   name: 'boost',
   register(app, ctx) {
-    app.post('/auth/boost', FLOW, async (req, reply) => {
+    app.post('/auth/boost', { ...FLOW, schema: BOOST }, async (req, reply) => {
       // {"Intent": "<jws>"} (also the whole 401 error body, which has "Intent"), or the bare JSON string.
       const body = req.body;
       if (typeof body !== 'string' && (typeof body !== 'object' || body === null || Array.isArray(body)))
@@ -82,5 +83,30 @@ export const boostFactor: Factor = {
       }
       return reply.code(204).send();
     });
+  },
+};
+
+const BOOST: RouteSchema = {
+  tags: ['Sign-in: boost'],
+  summary: 'Lend the caller’s proven level to the session waiting on an intent (its Intent, JSON)',
+  validatedBy: 'handler',
+  body: {
+    required: true,
+    content: {
+      'application/json': {
+        schema: {
+          oneOf: [
+            { type: 'object', properties: { Intent: { type: 'string' } }, required: ['Intent'] },
+            { type: 'string' },
+          ],
+        },
+      },
+    },
+  },
+  response: {
+    204: { description: 'The waiting session is raised' },
+    400: err('A bad intent'),
+    401: err('Not signed in, or not at the level asked'),
+    403: err('Not allowed to raise that session'),
   },
 };

@@ -1,4 +1,5 @@
 import { type Factor, FLOW, field, formOf, identifyByEmail } from '../factor.js';
+import { signInStep } from '../stepschemas.js';
 
 /**
  * POST /auth/email (form email): names the user who is signing in. The session becomes
@@ -8,9 +9,16 @@ import { type Factor, FLOW, field, formOf, identifyByEmail } from '../factor.js'
 export const emailFactor: Factor = {
   name: 'email',
   register(app, ctx) {
-    app.post('/auth/email', FLOW, async (req, reply) => {
+    app.post('/auth/email', { ...FLOW, schema: EMAIL_STEP }, async (req, reply) => {
       await identifyByEmail(req, reply, ctx, field(formOf(req), 'email', { required: true, max: 254 }));
       return reply.code(204).send();
     });
   },
 };
+
+const EMAIL_STEP = signInStep(
+  'Sign-in',
+  'Name the user signing in by e-mail address (proves nothing yet)',
+  { email: { type: 'string', maxLength: 254 } },
+  ['email'],
+);

@@ -1,6 +1,7 @@
 import { ApiError } from '../../../core/errors.js';
 import { ensureSession, updateRequestSession } from '../../session/sessions.js';
 import { type Factor, FLOW, field, formOf } from '../factor.js';
+import { signInStep } from '../stepschemas.js';
 
 function coordinate(v: string, name: string, limit: number): number {
   if (!/^[+-]?\d{1,3}(\.\d{1,12})?$/.test(v))
@@ -15,7 +16,7 @@ function coordinate(v: string, name: string, limit: number): number {
 export const locationFactor: Factor = {
   name: 'location',
   register(app, ctx) {
-    app.post('/auth/location', FLOW, async (req, reply) => {
+    app.post('/auth/location', { ...FLOW, schema: LOCATION_STEP }, async (req, reply) => {
       const form = formOf(req);
       const lat = coordinate(field(form, 'lat', { required: true, max: 32 }), 'lat', 90);
       const long = coordinate(field(form, 'long', { required: true, max: 32 }), 'long', 180);
@@ -28,3 +29,10 @@ export const locationFactor: Factor = {
     });
   },
 };
+
+const LOCATION_STEP = signInStep(
+  'Sign-in: location',
+  'Report the device’s location (for the policy’s regions)',
+  { lat: { type: 'string' }, long: { type: 'string' } },
+  ['lat', 'long'],
+);

@@ -13,7 +13,17 @@ import { requestingDevice } from '../otp/device.js';
 import { refuseUnknownToken } from '../otp/forged.js';
 import { linkBase } from '../otp/message.js';
 import { credentialChange, credentialChanged } from '../stepup.js';
-import { mobilePaths } from './openapi.js';
+import {
+  DELETE_AUTH_ENROLL_MOBILE_ID,
+  GET_AUTH_ENROLL_MOBILE,
+  GET_AUTH_MOBILE,
+  GET_AUTH_MOBILE_VAPID,
+  POST_AUTH_ENROLL_MOBILE,
+  POST_AUTH_MOBILE_APPROVE,
+  POST_AUTH_MOBILE_DENY,
+  POST_AUTH_MOBILE_INSPECT,
+  POST_AUTH_MOBILE_START,
+} from './schemas.js';
 import { allowedEndpoint, pushTo, vapidSubject } from './sender.js';
 import {
   addDevice,
@@ -46,16 +56,18 @@ export const mobileFactor: Factor = {
   name: 'mobile',
   kind: 'possession',
   enrolled: (_user, secret) => devicesOf(secret).length > 0,
-  paths: mobilePaths,
   register(app, ctx) {
-    app.get('/auth/mobile/vapid', { config: { auth: 'none' } }, async (_req, reply) =>
-      reply
-        .code(200)
-        .type('application/json')
-        .send(JSON.stringify({ PublicKey: (await vapidKeys(ctx)).publicKey })),
+    app.get(
+      '/auth/mobile/vapid',
+      { config: { auth: 'none' }, schema: GET_AUTH_MOBILE_VAPID },
+      async (_req, reply) =>
+        reply
+          .code(200)
+          .type('application/json')
+          .send(JSON.stringify({ PublicKey: (await vapidKeys(ctx)).publicKey })),
     );
 
-    app.post('/auth/mobile/start', FLOW, async (req, reply) => {
+    app.post('/auth/mobile/start', { ...FLOW, schema: POST_AUTH_MOBILE_START }, async (req, reply) => {
       const form = formOf(req);
       const who = await identified(req, reply, ctx);
       await formIntent(ctx, form, who.session);
@@ -103,7 +115,7 @@ export const mobileFactor: Factor = {
     });
 
     // The waiting page: the number to show, while the request is pending.
-    app.get('/auth/mobile', FLOW, async (req, reply) => {
+    app.get('/auth/mobile', { ...FLOW, schema: GET_AUTH_MOBILE }, async (req, reply) => {
       const who = await identified(req, reply, ctx);
       const now = Date.now();
       const c = challengesOf(who.secret).find((x) => x.SessionID === who.session.id && x.Expires > now);
@@ -115,7 +127,7 @@ export const mobileFactor: Factor = {
         .send(JSON.stringify({ Number: c.Number, ExpireTime: new Date(c.Expires).toISOString() }));
     });
 
-    app.post('/auth/mobile/inspect', FLOW, async (req, reply) => {
+    app.post('/auth/mobile/inspect', { ...FLOW, schema: POST_AUTH_MOBILE_INSPECT }, async (req, reply) => {
       const { challenge } = await checked(req, ctx, 'inspect');
       reply.header('Cache-Control', 'no-store');
       return reply
@@ -131,7 +143,7 @@ export const mobileFactor: Factor = {
         );
     });
 
-    app.post('/auth/mobile/approve', FLOW, async (req, reply) => {
+    app.post('/auth/mobile/approve', { ...FLOW, schema: POST_AUTH_MOBILE_APPROVE }, async (req, reply) => {
       const { challenge, userId } = await checked(req, ctx, 'approve');
       await proveForAskingSession(
         ctx,
@@ -143,7 +155,7 @@ export const mobileFactor: Factor = {
       return reply.code(204).send();
     });
 
-    app.post('/auth/mobile/deny', FLOW, async (req, reply) => {
+    app.post('/auth/mobile/deny', { ...FLOW, schema: POST_AUTH_MOBILE_DENY }, async (req, reply) => {
       const { challenge, userId } = await checked(req, ctx, 'deny');
       const asking = await sessionById(ctx, challenge.SessionID);
       if (asking && asking.userId === userId) await deleteSession(ctx, asking.id);
@@ -193,7 +205,7 @@ async function checked(req: FastifyRequest, ctx: ServiceContext, action: 'inspec
 const B64URL = /^[A-Za-z0-9_-]+$/;
 
 function registerEnrolment(app: FastifyInstance, ctx: ServiceContext) {
-  app.get('/auth/enroll/mobile', async (req, reply) => {
+  app.get('/auth/enroll/mobile', { schema: GET_AUTH_ENROLL_MOBILE }, async (req, reply) => {
     const p = req.principal;
     const named = (req.query as Record<string, unknown> | undefined)?.user;
     let userId = p?.userId ?? '';
@@ -211,7 +223,7 @@ function registerEnrolment(app: FastifyInstance, ctx: ServiceContext) {
     return reply.code(200).type('application/json').send(JSON.stringify(list));
   });
 
-  app.post('/auth/enroll/mobile', async (req, reply) => {
+  app.post('/auth/enroll/mobile', { schema: POST_AUTH_ENROLL_MOBILE }, async (req, reply) => {
     const change = await credentialChange(req, ctx, 'mobile', 'set');
     const body = jsonBody(req);
     const sub = (body.Subscription ?? {}) as {
@@ -259,11 +271,15 @@ function registerEnrolment(app: FastifyInstance, ctx: ServiceContext) {
       .send(JSON.stringify({ ID: added.ID, Name: added.Name, CreateTime: added.CreateTime }));
   });
 
-  app.delete<{ Params: { id: string } }>('/auth/enroll/mobile/:id', async (req, reply) => {
-    const change = await credentialChange(req, ctx, 'mobile', 'remove');
-    if ((await removeDevices(ctx, change.userId, [req.params.id])) === 0)
-      throw new ApiError('NotFound', 'no such device');
-    await credentialChanged(req, reply, ctx, change, 'mobile');
-    return reply.code(204).send();
-  });
+  app.delete<{ Params: { id: string } }>(
+    '/auth/enroll/mobile/:id',
+    { schema: DELETE_AUTH_ENROLL_MOBILE_ID },
+    async (req, reply) => {
+      const change = await credentialChange(req, ctx, 'mobile', 'remove');
+      if ((await removeDevices(ctx, change.userId, [req.params.id])) === 0)
+        throw new ApiError('NotFound', 'no such device');
+      await credentialChanged(req, reply, ctx, change, 'mobile');
+      return reply.code(204).send();
+    },
+  );
 }

@@ -28,6 +28,13 @@ import { credentialChange, credentialChanged } from '../stepup.js';
 import { type ProviderIdentity, resolveUser, usableUser } from './account.js';
 import { sealClientSecrets } from './clientsecret.js';
 import { listProviders, loadProvider, type Provider, providerError } from './provider.js';
+import {
+  DELETE_AUTH_OAUTH2RP_LINKS_ID,
+  GET_AUTH_OAUTH2RP,
+  GET_AUTH_OAUTH2RP_ID_CALLBACK,
+  GET_AUTH_OAUTH2RP_LINKS,
+  POST_AUTH_OAUTH2RP_ID,
+} from './schemas.js';
 import { deleteLink, saveFlow, takeFlow, userLinks } from './store.js';
 
 /** The name recorded on sessions that signed in through a provider. */
@@ -214,77 +221,86 @@ export const oauth2rpFactor: Factor = {
   register(app, ctx) {
     sealClientSecrets(app, ctx);
     // The providers the sign-in page offers (anyone may ask: names and IDs only).
-    app.get('/auth/oauth2rp', FLOW, async (_req, reply) =>
+    app.get('/auth/oauth2rp', { ...FLOW, schema: GET_AUTH_OAUTH2RP }, async (_req, reply) =>
       reply.header('Cache-Control', 'no-store').send(await listProviders(ctx)),
     );
 
-    app.post<{ Params: { appID: string } }>('/auth/oauth2rp/:appID', FLOW, async (req, reply) => {
-      const form = formOf(req);
-      const session = await ensureSession(req, reply, ctx);
-      const intent = await formIntent(ctx, form, session);
-      const next = nextOf(field(form, 'next', { max: 2048 }));
-      const link = field(form, 'link', { max: 8 });
-      if (link !== undefined && link !== 'true' && link !== 'false')
-        throw new ApiError('InvalidField', 'link must be true or false', { field: 'link' });
-      let linkUser = '';
-      if (link === 'true') {
-        // Linking adds a way to sign in to this account: a credential change (step-up rules).
-        const change = await credentialChange(req, ctx, FACTOR, 'set');
-        if (change.reset) throw new ApiError('Forbidden', 'people link providers to their own account only');
-        linkUser = change.userId;
-      }
-      const p = await loadProvider(ctx, req.params.appID);
-      const state = randomState();
-      const nonce = randomNonce();
-      const verifier = randomPKCECodeVerifier();
-      // Each provider has its own callback: a response is only ever taken for the provider asked.
-      // server.publicurl when set (never the request's Host then), else this request's origin.
-      // Either way the callback only works where this browser's session cookie lives.
-      const pub = ctx.config.server.publicurl;
-      const origin = pub ? new URL(pub).origin : ownOrigin(req);
-      if (origin === '') throw new ApiError('BadRequest', 'the Host header does not name a host');
-      const redirectUri = `${origin}/auth/oauth2rp/${encodeURIComponent(p.app.id)}/callback`;
-      await saveFlow(
-        ctx,
-        state,
-        { appId: p.app.id, sessionId: session.id, linkUser },
-        { nonce, verifier, redirectUri, next, intent: intent ? (field(form, 'intent') ?? '') : '' },
-      );
-      const params: Record<string, string> = {
-        redirect_uri: redirectUri,
-        scope: (p.scopes.length ? p.scopes : p.oidc ? ['openid', 'email', 'profile'] : []).join(' '),
-        state,
-        code_challenge: await calculatePKCECodeChallenge(verifier),
-        code_challenge_method: 'S256',
-      };
-      if (p.oidc) {
-        params.nonce = nonce;
-        // Ask for acr and amr in the ID token when they may raise the level (OpenID Connect 5.5).
-        if (
-          (p.multiFactorACR.length > 0 || p.multiFactorAMR.length > 0) &&
-          p.config.serverMetadata().claims_parameter_supported === true
-        )
-          params.claims = JSON.stringify({ id_token: { acr: null, amr: null } });
-        if (!params.scope?.split(' ').includes('openid')) params.scope = `openid ${params.scope}`.trim();
-      }
-      if (params.scope === '') delete params.scope;
-      const url = buildAuthorizationUrl(p.config, params);
-      return reply.header('Cache-Control', 'no-store').send({ URL: url.href });
-    });
+    app.post<{ Params: { appID: string } }>(
+      '/auth/oauth2rp/:appID',
+      { ...FLOW, schema: POST_AUTH_OAUTH2RP_ID },
+      async (req, reply) => {
+        const form = formOf(req);
+        const session = await ensureSession(req, reply, ctx);
+        const intent = await formIntent(ctx, form, session);
+        const next = nextOf(field(form, 'next', { max: 2048 }));
+        const link = field(form, 'link', { max: 8 });
+        if (link !== undefined && link !== 'true' && link !== 'false')
+          throw new ApiError('InvalidField', 'link must be true or false', { field: 'link' });
+        let linkUser = '';
+        if (link === 'true') {
+          // Linking adds a way to sign in to this account: a credential change (step-up rules).
+          const change = await credentialChange(req, ctx, FACTOR, 'set');
+          if (change.reset)
+            throw new ApiError('Forbidden', 'people link providers to their own account only');
+          linkUser = change.userId;
+        }
+        const p = await loadProvider(ctx, req.params.appID);
+        const state = randomState();
+        const nonce = randomNonce();
+        const verifier = randomPKCECodeVerifier();
+        // Each provider has its own callback: a response is only ever taken for the provider asked.
+        // server.publicurl when set (never the request's Host then), else this request's origin.
+        // Either way the callback only works where this browser's session cookie lives.
+        const pub = ctx.config.server.publicurl;
+        const origin = pub ? new URL(pub).origin : ownOrigin(req);
+        if (origin === '') throw new ApiError('BadRequest', 'the Host header does not name a host');
+        const redirectUri = `${origin}/auth/oauth2rp/${encodeURIComponent(p.app.id)}/callback`;
+        await saveFlow(
+          ctx,
+          state,
+          { appId: p.app.id, sessionId: session.id, linkUser },
+          { nonce, verifier, redirectUri, next, intent: intent ? (field(form, 'intent') ?? '') : '' },
+        );
+        const params: Record<string, string> = {
+          redirect_uri: redirectUri,
+          scope: (p.scopes.length ? p.scopes : p.oidc ? ['openid', 'email', 'profile'] : []).join(' '),
+          state,
+          code_challenge: await calculatePKCECodeChallenge(verifier),
+          code_challenge_method: 'S256',
+        };
+        if (p.oidc) {
+          params.nonce = nonce;
+          // Ask for acr and amr in the ID token when they may raise the level (OpenID Connect 5.5).
+          if (
+            (p.multiFactorACR.length > 0 || p.multiFactorAMR.length > 0) &&
+            p.config.serverMetadata().claims_parameter_supported === true
+          )
+            params.claims = JSON.stringify({ id_token: { acr: null, amr: null } });
+          if (!params.scope?.split(' ').includes('openid')) params.scope = `openid ${params.scope}`.trim();
+        }
+        if (params.scope === '') delete params.scope;
+        const url = buildAuthorizationUrl(p.config, params);
+        return reply.header('Cache-Control', 'no-store').send({ URL: url.href });
+      },
+    );
 
-    app.get<{ Params: { appID: string } }>('/auth/oauth2rp/:appID/callback', FLOW, async (req, reply) => {
-      try {
-        return await callback(req, reply, ctx, req.params.appID);
-      } catch (e) {
-        if (!isApiError(e)) throw e;
-        req.log.info({ code: e.code, app: req.params.appID }, `provider sign-in refused: ${e.message}`);
-        return errorPage(reply, e);
-      }
-    });
+    app.get<{ Params: { appID: string } }>(
+      '/auth/oauth2rp/:appID/callback',
+      { ...FLOW, schema: GET_AUTH_OAUTH2RP_ID_CALLBACK },
+      async (req, reply) => {
+        try {
+          return await callback(req, reply, ctx, req.params.appID);
+        } catch (e) {
+          if (!isApiError(e)) throw e;
+          req.log.info({ code: e.code, app: req.params.appID }, `provider sign-in refused: ${e.message}`);
+          return errorPage(reply, e);
+        }
+      },
+    );
 
     // The caller's links (administrators: ?user=<id>). A link is a way to sign in: never secret,
     // but only its owner and administrators see it.
-    app.get('/auth/oauth2rp/links', FLOW, async (req, reply) => {
+    app.get('/auth/oauth2rp/links', { ...FLOW, schema: GET_AUTH_OAUTH2RP_LINKS }, async (req, reply) => {
       const p = req.principal;
       if (!p) throw new ApiError('Unauthenticated', 'authentication required');
       const named = ((req.query ?? {}) as Record<string, unknown>).user;
@@ -308,12 +324,16 @@ export const oauth2rpFactor: Factor = {
       );
     });
 
-    app.delete<{ Params: { id: string } }>('/auth/oauth2rp/links/:id', FLOW, async (req, reply) => {
-      const change = await credentialChange(req, ctx, FACTOR, 'remove');
-      if (!(await deleteLink(ctx, req.params.id, change.userId)))
-        throw new ApiError('NotFound', `link ${req.params.id} does not exist`);
-      await credentialChanged(req, reply, ctx, change, FACTOR);
-      return reply.code(204).send();
-    });
+    app.delete<{ Params: { id: string } }>(
+      '/auth/oauth2rp/links/:id',
+      { ...FLOW, schema: DELETE_AUTH_OAUTH2RP_LINKS_ID },
+      async (req, reply) => {
+        const change = await credentialChange(req, ctx, FACTOR, 'remove');
+        if (!(await deleteLink(ctx, req.params.id, change.userId)))
+          throw new ApiError('NotFound', `link ${req.params.id} does not exist`);
+        await credentialChanged(req, reply, ctx, change, FACTOR);
+        return reply.code(204).send();
+      },
+    );
   },
 };

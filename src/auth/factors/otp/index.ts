@@ -24,7 +24,15 @@ import {
 } from './links.js';
 import { createMailer } from './mailer.js';
 import { linkBase, linkMessage } from './message.js';
-import { otpPaths } from './openapi.js';
+import {
+  DELETE_AUTH_ENROLL_OTP,
+  GET_AUTH_ENROLL_OTP,
+  POST_AUTH_OTP_FINISH,
+  POST_AUTH_OTP_INSPECT,
+  POST_AUTH_OTP_REFUSE,
+  POST_AUTH_OTP_START,
+  PUT_AUTH_ENROLL_OTP,
+} from './schemas.js';
 
 /** Links a user can be sent: 3 at once, then one a minute (whoever asks, from wherever). */
 export const OTP_PER_USER: RateLimit = { name: 'otp-user', burst: 3, intervalMs: 60_000 };
@@ -60,12 +68,11 @@ export const otpFactor: Factor = {
   name: 'otp',
   kind: 'possession',
   enrolled: enabled,
-  paths: otpPaths,
   register(app, ctx) {
     const mailer = createMailer(ctx.config.mail, ctx.logger);
     app.addHook('onClose', async () => mailer.close());
 
-    app.post('/auth/otp/start', FLOW, async (req, reply) => {
+    app.post('/auth/otp/start', { ...FLOW, schema: POST_AUTH_OTP_START }, async (req, reply) => {
       const form = formOf(req);
       const who = await identified(req, reply, ctx);
       await formIntent(ctx, form, who.session);
@@ -112,7 +119,7 @@ export const otpFactor: Factor = {
         .send(JSON.stringify({ Email: masked(email), ExpireTime: new Date(link.Expires).toISOString() }));
     });
 
-    app.post('/auth/otp/inspect', FLOW, async (req, reply) => {
+    app.post('/auth/otp/inspect', { ...FLOW, schema: POST_AUTH_OTP_INSPECT }, async (req, reply) => {
       const { link, userId } = await checked(req, ctx, false);
       const user = await ctx.store.get(User, userId);
       const { session: mine } = await requestSession(req, ctx);
@@ -133,7 +140,7 @@ export const otpFactor: Factor = {
         );
     });
 
-    app.post('/auth/otp/finish', FLOW, async (req, reply) => {
+    app.post('/auth/otp/finish', { ...FLOW, schema: POST_AUTH_OTP_FINISH }, async (req, reply) => {
       const { link, userId } = await checked(req, ctx, true);
       // The session that asked gets the factor, whoever opened the link: this browser gets nothing.
       await proveForAskingSession(
@@ -146,7 +153,7 @@ export const otpFactor: Factor = {
       return reply.code(204).send();
     });
 
-    app.post('/auth/otp/refuse', FLOW, async (req, reply) => {
+    app.post('/auth/otp/refuse', { ...FLOW, schema: POST_AUTH_OTP_REFUSE }, async (req, reply) => {
       const { link, userId } = await checked(req, ctx, true);
       const asking = await sessionById(ctx, link.SessionID);
       if (asking && asking.userId === userId) await deleteSession(ctx, asking.id);
@@ -183,7 +190,7 @@ async function checked(req: FastifyRequest, ctx: ServiceContext, spend: boolean)
 
 /** GET (state), PUT (turn on), DELETE (turn off) /auth/enroll/otp; changes need step-up. */
 function registerEnrolment(app: FastifyInstance, ctx: ServiceContext) {
-  app.get('/auth/enroll/otp', async (req, reply) => {
+  app.get('/auth/enroll/otp', { schema: GET_AUTH_ENROLL_OTP }, async (req, reply) => {
     const p = req.principal;
     const named = (req.query as Record<string, unknown> | undefined)?.user;
     let userId = p?.userId ?? '';
@@ -201,7 +208,7 @@ function registerEnrolment(app: FastifyInstance, ctx: ServiceContext) {
       .send(JSON.stringify({ Enabled: enabled(user.doc, secret), Addresses: addressesOf(user.doc) }));
   });
 
-  app.put('/auth/enroll/otp', async (req, reply) => {
+  app.put('/auth/enroll/otp', { schema: PUT_AUTH_ENROLL_OTP }, async (req, reply) => {
     const change = await credentialChange(req, ctx, 'otp', 'set');
     const user = await ctx.store.get(User, change.userId);
     if (!user || addressesOf(user.doc).length === 0)
@@ -213,7 +220,7 @@ function registerEnrolment(app: FastifyInstance, ctx: ServiceContext) {
     return reply.code(204).send();
   });
 
-  app.delete('/auth/enroll/otp', async (req, reply) => {
+  app.delete('/auth/enroll/otp', { schema: DELETE_AUTH_ENROLL_OTP }, async (req, reply) => {
     const change = await credentialChange(req, ctx, 'otp', 'remove');
     await ctx.store.systemPut(User, change.userId, (doc, s) => {
       if (!doc) return null;

@@ -18,8 +18,17 @@ import {
   regulated,
 } from '../factor.js';
 import { credentialChange, credentialChanged } from '../stepup.js';
-import { pstnPaths } from './openapi.js';
 import { createProvider, type PstnMode, type PstnProvider } from './provider.js';
+import {
+  DELETE_AUTH_ENROLL_PSTN_ID,
+  DELETE_AUTH_PSTN_ID,
+  GET_AUTH_ENROLL_PSTN,
+  GET_AUTH_PSTN,
+  POST_AUTH_ENROLL_PSTN,
+  POST_AUTH_ENROLL_PSTN_ID_VERIFY,
+  POST_AUTH_PSTN_ID_FINISH,
+  POST_AUTH_PSTN_ID_START,
+} from './schemas.js';
 import {
   addDevice,
   devicesOf,
@@ -55,12 +64,11 @@ export const pstnFactor: Factor = {
   name: 'pstn',
   kind: 'possession',
   enrolled: (_user, secret) => devicesOf(secret).some((d) => d.Verified),
-  paths: pstnPaths,
   register(app, ctx) {
     const provider = createProvider(ctx.config.pstn, ctx.logger);
 
     // The signing-in user's phones, numbers masked, so the page can offer them.
-    app.get('/auth/pstn', FLOW, async (req, reply) => {
+    app.get('/auth/pstn', { ...FLOW, schema: GET_AUTH_PSTN }, async (req, reply) => {
       const who = await identified(req, reply, ctx);
       const list = devicesOf(who.secret).map((d) => ({
         ID: d.ID,
@@ -71,40 +79,52 @@ export const pstnFactor: Factor = {
       return reply.code(200).type('application/json').send(JSON.stringify(list));
     });
 
-    app.post<{ Params: { id: string } }>('/auth/pstn/:id/start', FLOW, async (req, reply) => {
-      const form = formOf(req);
-      const who = await identified(req, reply, ctx);
-      await formIntent(ctx, form, who.session);
-      const device = devicesOf(who.secret).find((d) => d.ID === req.params.id);
-      if (!device) throw new ApiError('NotFound', 'this user has no such phone');
-      if (!device.Verified)
-        throw new ApiError('DeviceNotVerified', 'this phone number has not been verified yet');
-      await send(req, ctx, provider, who.user.id, device, 'signin', who.session.id);
-      return reply.code(204).send();
-    });
+    app.post<{ Params: { id: string } }>(
+      '/auth/pstn/:id/start',
+      { ...FLOW, schema: POST_AUTH_PSTN_ID_START },
+      async (req, reply) => {
+        const form = formOf(req);
+        const who = await identified(req, reply, ctx);
+        await formIntent(ctx, form, who.session);
+        const device = devicesOf(who.secret).find((d) => d.ID === req.params.id);
+        if (!device) throw new ApiError('NotFound', 'this user has no such phone');
+        if (!device.Verified)
+          throw new ApiError('DeviceNotVerified', 'this phone number has not been verified yet');
+        await send(req, ctx, provider, who.user.id, device, 'signin', who.session.id);
+        return reply.code(204).send();
+      },
+    );
 
-    app.post<{ Params: { id: string } }>('/auth/pstn/:id/finish', FLOW, async (req, reply) => {
-      const form = formOf(req);
-      const code = field(form, 'code', { required: true, max: 16 }).replace(/\s+/g, '');
-      const who = await identified(req, reply, ctx);
-      await formIntent(ctx, form, who.session);
-      await regulated(req, ctx, attemptOf(who), 'pstn', 'code', () =>
-        spendCode(
-          ctx,
-          who.user.id,
-          { DeviceID: req.params.id, Purpose: 'signin', SessionID: who.session.id },
-          code,
-        ),
-      );
-      await proven(req, reply, ctx, who.session, 'pstn');
-      return reply.code(204).send();
-    });
+    app.post<{ Params: { id: string } }>(
+      '/auth/pstn/:id/finish',
+      { ...FLOW, schema: POST_AUTH_PSTN_ID_FINISH },
+      async (req, reply) => {
+        const form = formOf(req);
+        const code = field(form, 'code', { required: true, max: 16 }).replace(/\s+/g, '');
+        const who = await identified(req, reply, ctx);
+        await formIntent(ctx, form, who.session);
+        await regulated(req, ctx, attemptOf(who), 'pstn', 'code', () =>
+          spendCode(
+            ctx,
+            who.user.id,
+            { DeviceID: req.params.id, Purpose: 'signin', SessionID: who.session.id },
+            code,
+          ),
+        );
+        await proven(req, reply, ctx, who.session, 'pstn');
+        return reply.code(204).send();
+      },
+    );
 
-    app.delete<{ Params: { id: string } }>('/auth/pstn/:id', FLOW, async (req, reply) => {
-      const who = await identified(req, reply, ctx);
-      await dropCode(ctx, who.user.id, req.params.id, 'signin');
-      return reply.code(204).send();
-    });
+    app.delete<{ Params: { id: string } }>(
+      '/auth/pstn/:id',
+      { ...FLOW, schema: DELETE_AUTH_PSTN_ID },
+      async (req, reply) => {
+        const who = await identified(req, reply, ctx);
+        await dropCode(ctx, who.user.id, req.params.id, 'signin');
+        return reply.code(204).send();
+      },
+    );
 
     registerEnrolment(app, ctx, provider);
   },
@@ -140,7 +160,7 @@ async function send(
 const binding = (req: FastifyRequest) => req.principal?.sessionId ?? `key:${req.principal?.keyId ?? ''}`;
 
 function registerEnrolment(app: FastifyInstance, ctx: ServiceContext, provider: PstnProvider) {
-  app.get('/auth/enroll/pstn', async (req, reply) => {
+  app.get('/auth/enroll/pstn', { schema: GET_AUTH_ENROLL_PSTN }, async (req, reply) => {
     const p = req.principal;
     const named = (req.query as Record<string, unknown> | undefined)?.user;
     let userId = p?.userId ?? '';
@@ -155,7 +175,7 @@ function registerEnrolment(app: FastifyInstance, ctx: ServiceContext, provider: 
   });
 
   // Adds a number (unverified) and sends it a verification code.
-  app.post('/auth/enroll/pstn', async (req, reply) => {
+  app.post('/auth/enroll/pstn', { schema: POST_AUTH_ENROLL_PSTN }, async (req, reply) => {
     const change = await credentialChange(req, ctx, 'pstn', 'set');
     const body = jsonBody(req);
     const number = typeof body.Number === 'string' ? body.Number.replace(/[\s().-]/g, '') : '';
@@ -179,33 +199,41 @@ function registerEnrolment(app: FastifyInstance, ctx: ServiceContext, provider: 
     return reply.code(201).header('X-ID', added.ID).type('application/json').send(JSON.stringify(added));
   });
 
-  app.post<{ Params: { id: string } }>('/auth/enroll/pstn/:id/verify', async (req, reply) => {
-    const change = await credentialChange(req, ctx, 'pstn', 'set');
-    const code = jsonBody(req).Code;
-    if (typeof code !== 'string')
-      throw new ApiError('InvalidField', 'Code must be a string', { field: 'Code' });
-    const secret = await ctx.store.getSecret(User, change.userId);
-    if (!devicesOf(secret).some((d) => d.ID === req.params.id))
-      throw new ApiError('NotFound', 'no such phone');
-    const at = { userId: change.userId, secret, deviceId: req.principal?.deviceId };
-    await regulated(req, ctx, at, 'pstn_verify', 'code', () =>
-      spendCode(
-        ctx,
-        change.userId,
-        { DeviceID: req.params.id, Purpose: 'verify', SessionID: binding(req) },
-        code.replace(/\s+/g, ''),
-      ),
-    );
-    await markVerified(ctx, change.userId, req.params.id);
-    await credentialChanged(req, reply, ctx, change, 'pstn');
-    return reply.code(204).send();
-  });
+  app.post<{ Params: { id: string } }>(
+    '/auth/enroll/pstn/:id/verify',
+    { schema: POST_AUTH_ENROLL_PSTN_ID_VERIFY },
+    async (req, reply) => {
+      const change = await credentialChange(req, ctx, 'pstn', 'set');
+      const code = jsonBody(req).Code;
+      if (typeof code !== 'string')
+        throw new ApiError('InvalidField', 'Code must be a string', { field: 'Code' });
+      const secret = await ctx.store.getSecret(User, change.userId);
+      if (!devicesOf(secret).some((d) => d.ID === req.params.id))
+        throw new ApiError('NotFound', 'no such phone');
+      const at = { userId: change.userId, secret, deviceId: req.principal?.deviceId };
+      await regulated(req, ctx, at, 'pstn_verify', 'code', () =>
+        spendCode(
+          ctx,
+          change.userId,
+          { DeviceID: req.params.id, Purpose: 'verify', SessionID: binding(req) },
+          code.replace(/\s+/g, ''),
+        ),
+      );
+      await markVerified(ctx, change.userId, req.params.id);
+      await credentialChanged(req, reply, ctx, change, 'pstn');
+      return reply.code(204).send();
+    },
+  );
 
-  app.delete<{ Params: { id: string } }>('/auth/enroll/pstn/:id', async (req, reply) => {
-    const change = await credentialChange(req, ctx, 'pstn', 'remove');
-    if (!(await removeDevice(ctx, change.userId, req.params.id)))
-      throw new ApiError('NotFound', 'no such phone');
-    await credentialChanged(req, reply, ctx, change, 'pstn');
-    return reply.code(204).send();
-  });
+  app.delete<{ Params: { id: string } }>(
+    '/auth/enroll/pstn/:id',
+    { schema: DELETE_AUTH_ENROLL_PSTN_ID },
+    async (req, reply) => {
+      const change = await credentialChange(req, ctx, 'pstn', 'remove');
+      if (!(await removeDevice(ctx, change.userId, req.params.id)))
+        throw new ApiError('NotFound', 'no such phone');
+      await credentialChanged(req, reply, ctx, change, 'pstn');
+      return reply.code(204).send();
+    },
+  );
 }

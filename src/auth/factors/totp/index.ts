@@ -1,6 +1,7 @@
 import * as OTPAuth from 'otpauth';
 import QRCode from 'qrcode';
 import { ApiError } from '../../../core/errors.js';
+import { formBody } from '../../../core/routeschema.js';
 import { User } from '../../../objects/user.js';
 import type { ServiceContext } from '../../../store/context.js';
 import { tenantDoc } from '../../integrity.js';
@@ -17,6 +18,7 @@ import {
   regulated,
 } from '../factor.js';
 import { decryptSecret, encryptSecret } from '../secrets.js';
+import { enrollment, jsonObject, signInStep } from '../stepschemas.js';
 import { credentialChange, credentialChanged } from '../stepup.js';
 
 /** RFC 6238 defaults, which every authenticator app (and oathtool --totp) uses. */
@@ -77,7 +79,7 @@ export const totpFactor: Factor = {
   kind: 'possession',
   enrolled: (user) => user.HaveTOTPSecret === true,
   register(app, ctx) {
-    app.post('/auth/totp', FLOW, async (req, reply) => {
+    app.post('/auth/totp', { ...FLOW, schema: TOTP_STEP }, async (req, reply) => {
       const form = formOf(req);
       const code = field(form, 'code', { required: true, max: 16 }).replace(/\s+/g, '');
       const who = await identified(req, reply, ctx, form);
@@ -89,7 +91,7 @@ export const totpFactor: Factor = {
       return reply.code(204).send();
     });
 
-    app.post('/auth/enroll/totp', async (req, reply) => {
+    app.post('/auth/enroll/totp', { schema: TOTP_GENERATE }, async (req, reply) => {
       // An administrator may provision a user's authenticator (?user=): the secret goes to them.
       // Only a pending secret is stored here; the confirmation replaces the enrolled one.
       const { userId } = await credentialChange(req, ctx, 'totp', 'set');
@@ -117,7 +119,7 @@ export const totpFactor: Factor = {
         .send(JSON.stringify({ Secret: secret.base32, URI: uri, QRCode: qr }));
     });
 
-    app.post('/auth/enroll/totp/confirm', async (req, reply) => {
+    app.post('/auth/enroll/totp/confirm', { schema: TOTP_CONFIRM }, async (req, reply) => {
       const change = await credentialChange(req, ctx, 'totp', 'set');
       const { userId } = change;
       const code = jsonBody(req).Code;
@@ -139,7 +141,7 @@ export const totpFactor: Factor = {
       return reply.code(204).send();
     });
 
-    app.delete('/auth/enroll/totp', async (req, reply) => {
+    app.delete('/auth/enroll/totp', { schema: TOTP_REMOVE }, async (req, reply) => {
       const change = await credentialChange(req, ctx, 'totp', 'remove');
       const { userId } = change;
       await ctx.store.systemPut(User, userId, (doc, s) => {
@@ -152,3 +154,22 @@ export const totpFactor: Factor = {
     });
   },
 };
+
+const TAG = 'Sign-in: authenticator app';
+const TOTP_STEP = signInStep(
+  TAG,
+  'Prove a code of the authenticator app (each code once)',
+  { code: { type: 'string', maxLength: 16 } },
+  ['code'],
+);
+const TOTP_GENERATE = enrollment(TAG, 'A new pending secret to scan; enrolled once confirmed', {
+  answer: jsonObject('The pending secret', {
+    Secret: { type: 'string' },
+    URI: { type: 'string' },
+    QRCode: { type: 'string', description: 'A data: URL of the QR code' },
+  }),
+});
+const TOTP_CONFIRM = enrollment(TAG, 'Confirm the pending secret with a code from the app', {
+  body: formBody({ code: { type: 'string' } }, ['code']),
+});
+const TOTP_REMOVE = enrollment(TAG, 'Remove the authenticator app');

@@ -5,6 +5,7 @@ import {
 } from '@simplewebauthn/server';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { ApiError } from '../../../core/errors.js';
+import { err, type RouteSchema } from '../../../core/routeschema.js';
 import { User } from '../../../objects/user.js';
 import { enforce } from '../../../policy/decide.js';
 import type { ServiceContext } from '../../../store/context.js';
@@ -62,7 +63,7 @@ const cleanName = (v: unknown, n: number) => {
  * removing go through the step-up rule (../stepup.ts).
  */
 export function registerEnrolment(app: FastifyInstance, ctx: ServiceContext) {
-  app.get('/auth/enroll/u2f', async (req, reply) => {
+  app.get('/auth/enroll/u2f', { schema: GET_AUTH_ENROLL_U2F }, async (req, reply) => {
     const userId = await targetUser(ctx, req);
     if (!(await ctx.store.get(User, userId))) throw new ApiError('NotFound', `User ${userId} does not exist`);
     const list = credentialsOf(await ctx.store.getSecret(User, userId)).map(publicView);
@@ -70,7 +71,7 @@ export function registerEnrolment(app: FastifyInstance, ctx: ServiceContext) {
     return reply.code(200).send({ Credentials: list });
   });
 
-  app.post('/auth/enroll/u2f', async (req, reply) => {
+  app.post('/auth/enroll/u2f', { schema: POST_AUTH_ENROLL_U2F }, async (req, reply) => {
     const change = await credentialChange(req, ctx, 'u2f', 'set');
     ownSession(change);
     const rp = await relyingParty(ctx);
@@ -111,7 +112,7 @@ export function registerEnrolment(app: FastifyInstance, ctx: ServiceContext) {
     return reply.code(200).type('application/json').send(JSON.stringify(options));
   });
 
-  app.post('/auth/enroll/u2f/confirm', async (req, reply) => {
+  app.post('/auth/enroll/u2f/confirm', { schema: POST_AUTH_ENROLL_U2F_CONFIRM }, async (req, reply) => {
     const change = await credentialChange(req, ctx, 'u2f', 'set');
     ownSession(change);
     const body = jsonBody(req);
@@ -192,7 +193,7 @@ export function registerEnrolment(app: FastifyInstance, ctx: ServiceContext) {
     return reply.code(200).send(publicView(stored));
   });
 
-  app.delete('/auth/enroll/u2f/:id', async (req, reply) => {
+  app.delete('/auth/enroll/u2f/:id', { schema: DELETE_AUTH_ENROLL_U2F_ID }, async (req, reply) => {
     const change = await credentialChange(req, ctx, 'u2f', 'remove');
     const id = (req.params as { id: string }).id;
     let found = false;
@@ -207,3 +208,96 @@ export function registerEnrolment(app: FastifyInstance, ctx: ServiceContext) {
     return reply.code(204).send();
   });
 }
+
+// The route schemas: what Fastify checks and /openapi.json describes (src/api/openapi.ts).
+const GET_AUTH_ENROLL_U2F: RouteSchema = {
+  tags: ['Sign-in: security keys and passkeys'],
+  summary: "The caller's keys (administrators: ?user=)",
+  response: {
+    '200': {
+      description: '{"Credentials": [...]}',
+      content: {
+        'application/json': {
+          schema: {
+            type: 'object',
+            properties: {
+              Credentials: {
+                type: 'array',
+                items: {
+                  type: 'object',
+                  properties: {
+                    ID: { type: 'string' },
+                    Name: { type: 'string' },
+                    Passkey: { type: 'boolean' },
+                    DeviceBound: { type: 'boolean' },
+                    UserVerified: { type: 'boolean' },
+                    CreateTime: { type: 'string', format: 'date-time' },
+                    LastUsed: { type: 'string' },
+                  },
+                },
+              },
+            },
+          },
+        },
+      },
+    },
+  },
+};
+
+const POST_AUTH_ENROLL_U2F: RouteSchema = {
+  tags: ['Sign-in: security keys and passkeys'],
+  summary: 'Start registering a key (own signed-in session, step-up): the WebAuthn creation options',
+  response: {
+    '200': {
+      description: 'PublicKeyCredentialCreationOptionsJSON',
+      content: { 'application/json': { schema: { type: 'object' } } },
+    },
+    '401': err('Step-up needed (intent)'),
+    '403': err('API keys and administrators cannot register keys for someone'),
+    '409': err('No relying party configured, or 20 keys already'),
+  },
+};
+
+const POST_AUTH_ENROLL_U2F_CONFIRM: RouteSchema = {
+  tags: ['Sign-in: security keys and passkeys'],
+  summary: "Finish registering: the browser's PublicKeyCredential",
+  body: {
+    content: {
+      'application/json': {
+        schema: { type: 'object', properties: { Credential: { type: 'object' }, Name: { type: 'string' } } },
+      },
+    },
+  },
+  response: {
+    '200': {
+      description: 'The stored key',
+      content: {
+        'application/json': {
+          schema: {
+            type: 'object',
+            properties: {
+              ID: { type: 'string' },
+              Name: { type: 'string' },
+              Passkey: { type: 'boolean' },
+              DeviceBound: { type: 'boolean' },
+              UserVerified: { type: 'boolean' },
+              CreateTime: { type: 'string', format: 'date-time' },
+              LastUsed: { type: 'string' },
+            },
+          },
+        },
+      },
+    },
+    '400': err('The answer does not verify for this site'),
+    '401': err('Step-up needed (intent)'),
+    '409': err('No registration pending, already answered or expired'),
+  },
+  validatedBy: 'handler',
+};
+
+const DELETE_AUTH_ENROLL_U2F_ID: RouteSchema = {
+  tags: ['Sign-in: security keys and passkeys'],
+  summary: "Remove a key (step-up; an admin key's reset with ?user=)",
+  params: { type: 'object', properties: { id: { type: 'string' } }, required: ['id'] },
+  response: { '204': { description: 'Removed' }, '401': err('Step-up needed'), '404': err('No such key') },
+};

@@ -5,6 +5,7 @@ import {
 } from '@simplewebauthn/server';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError } from '../../../core/errors.js';
+import { err, type RouteSchema } from '../../../core/routeschema.js';
 import { User } from '../../../objects/user.js';
 import type { ServiceContext } from '../../../store/context.js';
 import { userUsable } from '../../apikeys.js';
@@ -105,7 +106,7 @@ async function sessionFor(
  * also from the autofill of the e-mail field (conditional mediation).
  */
 export function registerSignin(app: FastifyInstance, ctx: ServiceContext) {
-  app.post('/auth/u2f/start', FLOW, async (req, reply) => {
+  app.post('/auth/u2f/start', { ...FLOW, schema: POST_AUTH_U2F_START }, async (req, reply) => {
     const form = formOf(req);
     const rp = await relyingParty(ctx);
     const email = field(form, 'email', { max: 254 });
@@ -141,7 +142,7 @@ export function registerSignin(app: FastifyInstance, ctx: ServiceContext) {
     return reply.code(200).type('application/json').send(JSON.stringify(options));
   });
 
-  app.post('/auth/u2f/finish', FLOW, async (req, reply) => {
+  app.post('/auth/u2f/finish', { ...FLOW, schema: POST_AUTH_U2F_FINISH }, async (req, reply) => {
     const body = jsonBody(req);
     const assertion = assertionOf(body);
     const { session, pending } = await takeChallenge(req, reply, ctx);
@@ -229,3 +230,83 @@ export function registerSignin(app: FastifyInstance, ctx: ServiceContext) {
     });
   });
 }
+
+// The route schemas: what Fastify checks and /openapi.json describes (src/api/openapi.ts).
+const POST_AUTH_U2F_START: RouteSchema = {
+  tags: ['Sign-in: security keys and passkeys'],
+  summary: 'Start a sign-in with a security key or passkey: the WebAuthn request options',
+  security: [],
+  body: {
+    content: {
+      'application/x-www-form-urlencoded': {
+        schema: { type: 'object', properties: { intent: { type: 'string' }, email: { type: 'string' } } },
+      },
+    },
+  },
+  response: {
+    '200': {
+      description:
+        'PublicKeyCredentialRequestOptionsJSON (challenge, rpId, allowCredentials: empty for passkeys)',
+      content: { 'application/json': { schema: { type: 'object' } } },
+    },
+    '400': err('The named user has no key, or a bad intent'),
+    '409': err('No sign-in URL configured: there is no relying party'),
+    '429': err('Too many e-mail lookups'),
+  },
+  validatedBy: 'handler',
+};
+
+const POST_AUTH_U2F_FINISH: RouteSchema = {
+  tags: ['Sign-in: security keys and passkeys'],
+  summary: 'Answer the challenge: the session proves the key (u2f, u2f_uv or u2f_up)',
+  security: [],
+  body: {
+    content: {
+      'application/json': {
+        schema: {
+          type: 'object',
+          description:
+            'The PublicKeyCredential from navigator.credentials.get() as WebAuthn JSON (base64url byte strings), plus an optional "intent"',
+          required: ['id', 'type', 'response'],
+          properties: {
+            id: { type: 'string' },
+            type: { const: 'public-key' },
+            response: {
+              type: 'object',
+              properties: {
+                clientDataJSON: { type: 'string' },
+                authenticatorData: { type: 'string' },
+                signature: { type: 'string' },
+                userHandle: { type: 'string' },
+              },
+            },
+            intent: { type: 'string' },
+          },
+        },
+      },
+    },
+  },
+  response: {
+    '200': {
+      description: 'The session after the proof',
+      content: {
+        'application/json': {
+          schema: {
+            type: 'object',
+            properties: {
+              UserID: { type: 'string' },
+              Factor: { type: 'string', enum: ['u2f', 'u2f_uv', 'u2f_up'] },
+              IntegrityLevel: { type: 'integer' },
+              IntegrityLevelName: { type: 'string' },
+              Proven: { type: 'array', items: { type: 'string' } },
+            },
+          },
+        },
+      },
+    },
+    '400': err('No challenge pending, already answered or expired; malformed assertion'),
+    '403': err('Not accepted: unknown key, bad signature, wrong origin or RP ID, counter not increasing'),
+    '429': err('Too many failures (X-Next-Attempt)'),
+  },
+  validatedBy: 'handler',
+};

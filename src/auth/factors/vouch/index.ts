@@ -24,6 +24,17 @@ import {
   VOUCH_TTL_MS,
 } from './lifecycle.js';
 import { registerReferenceVideo, sendVideo, videoBody } from './reference.js';
+import {
+  DELETE_AUTH_VOUCH_ID,
+  GET_AUTH_VOUCH_ID,
+  MAX_VOUCH_LEVEL,
+  POST_AUTH_VOUCH,
+  POST_AUTH_VOUCH_ID_APPROVE,
+  POST_AUTH_VOUCH_ID_DECLINE,
+  POST_AUTH_VOUCH_ID_VIDEO,
+  VIDEO_SCHEMAS,
+  VOUCH_SCHEMAS,
+} from './schemas.js';
 import { deleteVideos, referenceOwner, saveVideo, videoInfo, vouchOwner } from './videos.js';
 import { magicWords } from './words.js';
 
@@ -43,8 +54,6 @@ import { magicWords } from './words.js';
 export const VOUCH_PER_USER: RateLimit = { name: 'vouch-user', burst: 5, intervalMs: 5 * 60_000 };
 /** New requests per client address. */
 export const VOUCH_PER_ADDRESS: RateLimit = { name: 'vouch-address', burst: 10, intervalMs: 60_000 };
-/** Vouching lends a person's word: it never reaches the hardware-backed level. */
-export const MAX_VOUCH_LEVEL = Level.TwoFactors;
 
 const param = (req: FastifyRequest) => String((req.params as { id: string }).id);
 
@@ -165,10 +174,11 @@ async function voucherCheck(req: FastifyRequest, ctx: ServiceContext, doc: Doc):
 
 export const vouchFactor: Factor = {
   name: 'vouch',
+  schemas: VOUCH_SCHEMAS,
   register(app, ctx) {
     registerReferenceVideo(app, ctx);
 
-    app.post('/auth/vouch', FLOW, async (req, reply) => {
+    app.post('/auth/vouch', { ...FLOW, schema: POST_AUTH_VOUCH }, async (req, reply) => {
       const form = formOf(req);
       const who = await identified(req, reply, ctx, form);
       const intent = await formIntent(ctx, form, who.session);
@@ -246,12 +256,12 @@ export const vouchFactor: Factor = {
       return answer(reply, ctx, stored?.doc ?? doc);
     });
 
-    app.get('/auth/vouch/:id', FLOW, async (req, reply) => {
+    app.get('/auth/vouch/:id', { ...FLOW, schema: GET_AUTH_VOUCH_ID }, async (req, reply) => {
       const { obj } = await load(req, ctx);
       return answer(reply, ctx, obj.doc);
     });
 
-    app.delete('/auth/vouch/:id', FLOW, async (req, reply) => {
+    app.delete('/auth/vouch/:id', { ...FLOW, schema: DELETE_AUTH_VOUCH_ID }, async (req, reply) => {
       const { obj, viewer } = await load(req, ctx);
       if (viewer.role !== 'requester')
         throw new ApiError('Forbidden', 'only the session that made the request may cancel it');
@@ -260,7 +270,7 @@ export const vouchFactor: Factor = {
       return answer(reply, ctx, doc);
     });
 
-    app.post('/auth/vouch/:id/video', FLOW, async (req, reply) => {
+    app.post('/auth/vouch/:id/video', { ...FLOW, schema: POST_AUTH_VOUCH_ID_VIDEO }, async (req, reply) => {
       const { obj, viewer } = await load(req, ctx);
       if (viewer.role !== 'requester')
         throw new ApiError('Forbidden', 'only the session that made the request may supply its video');
@@ -278,7 +288,7 @@ export const vouchFactor: Factor = {
     });
 
     for (const which of ['video', 'reference-video'] as const)
-      app.get(`/auth/vouch/:id/${which}`, FLOW, async (req, reply) => {
+      app.get(`/auth/vouch/:id/${which}`, { ...FLOW, schema: VIDEO_SCHEMAS[which] }, async (req, reply) => {
         const { obj, viewer } = await load(req, ctx);
         if (viewer.role === 'requester')
           throw new ApiError('NotFound', 'the videos of a request are shown to its vouchers only');
@@ -293,80 +303,95 @@ export const vouchFactor: Factor = {
         return sendVideo(reply, ctx, v);
       });
 
-    app.post('/auth/vouch/:id/approve', FLOW, async (req, reply) => {
-      const form = formOf(req);
-      const seen = field(form, 'video', { required: true, max: 64 });
-      const obj = await decidable(req, ctx);
-      const voucher = await voucherCheck(req, ctx, obj.doc);
-      const level = Number(obj.doc.Level);
-      // Nobody raises a session above what they have proven themselves.
-      if (provenLevel(voucher) < level)
-        throw await insufficientIntegrity(
-          req,
+    app.post(
+      '/auth/vouch/:id/approve',
+      { ...FLOW, schema: POST_AUTH_VOUCH_ID_APPROVE },
+      async (req, reply) => {
+        const form = formOf(req);
+        const seen = field(form, 'video', { required: true, max: 64 });
+        const obj = await decidable(req, ctx);
+        const voucher = await voucherCheck(req, ctx, obj.doc);
+        const level = Number(obj.doc.Level);
+        // Nobody raises a session above what they have proven themselves.
+        if (provenLevel(voucher) < level)
+          throw await insufficientIntegrity(
+            req,
+            ctx,
+            level,
+            `vouching for level ${level} needs this session to have proven level ${level} itself`,
+          );
+        const secret = await ctx.store.getSecret(VouchRequest, obj.id);
+        const target =
+          typeof secret.SessionID === 'string' ? await sessionById(ctx, secret.SessionID) : undefined;
+        if (!target || target.userId !== obj.doc.UserID)
+          throw new ApiError('SessionConflict', "the requester's session has ended; they must ask again");
+        // The one sign-in completion for the requester's session, before the request is approved.
+        const checked = await completeSignIn(ctx, target, { factor: 'vouch', floor: { BoostLevel: level } });
+        const current = await videoInfo(ctx, vouchOwner(obj.id));
+        const doc = await transition(ctx, obj.id, 'approve', 'voucher', {
+          check: (d) => {
+            if (d.HaveVideo !== true || !current)
+              throw new ApiError('Conflict', 'the requester has not supplied the video yet');
+            if (current.id !== seen)
+              throw new ApiError('Conflict', 'the video changed since you watched it: watch the new one', {
+                field: 'video',
+              });
+          },
+          extra: () => ({ VoucherID: voucher.userId }),
+        });
+        const raised = await mutateSession(
           ctx,
-          level,
-          `vouching for level ${level} needs this session to have proven level ${level} itself`,
+          target.id,
+          (cur) => {
+            if (cur.userId !== obj.doc.UserID)
+              throw new ApiError('SessionConflict', 'the session changed user');
+            return {
+              ...cur,
+              factors: cur.factors.includes('vouch') ? cur.factors : [...cur.factors, 'vouch'],
+              data: {
+                ...cur.data,
+                ...checked,
+                BoostLevel: Math.max(cur.data.BoostLevel ?? 0, level),
+                RotatePending: true,
+              },
+            };
+          },
+          { rotate: false },
         );
-      const secret = await ctx.store.getSecret(VouchRequest, obj.id);
-      const target =
-        typeof secret.SessionID === 'string' ? await sessionById(ctx, secret.SessionID) : undefined;
-      if (!target || target.userId !== obj.doc.UserID)
-        throw new ApiError('SessionConflict', "the requester's session has ended; they must ask again");
-      // The one sign-in completion for the requester's session, before the request is approved.
-      const checked = await completeSignIn(ctx, target, { factor: 'vouch', floor: { BoostLevel: level } });
-      const current = await videoInfo(ctx, vouchOwner(obj.id));
-      const doc = await transition(ctx, obj.id, 'approve', 'voucher', {
-        check: (d) => {
-          if (d.HaveVideo !== true || !current)
-            throw new ApiError('Conflict', 'the requester has not supplied the video yet');
-          if (current.id !== seen)
-            throw new ApiError('Conflict', 'the video changed since you watched it: watch the new one', {
-              field: 'video',
-            });
-        },
-        extra: () => ({ VoucherID: voucher.userId }),
-      });
-      const raised = await mutateSession(
-        ctx,
-        target.id,
-        (cur) => {
-          if (cur.userId !== obj.doc.UserID)
-            throw new ApiError('SessionConflict', 'the session changed user');
-          return {
-            ...cur,
-            factors: cur.factors.includes('vouch') ? cur.factors : [...cur.factors, 'vouch'],
-            data: {
-              ...cur.data,
-              ...checked,
-              BoostLevel: Math.max(cur.data.BoostLevel ?? 0, level),
-              RotatePending: true,
-            },
-          };
-        },
-        { rotate: false },
-      );
-      await deleteVideos(ctx, vouchOwner(obj.id));
-      req.log.info(
-        { vouchRequest: obj.id, requester: obj.doc.UserID, voucher: voucher.userId, level, raised: !!raised },
-        'vouch approved',
-      );
-      if (!raised) throw new ApiError('SessionConflict', "the requester's session ended while being raised");
-      return answer(reply, ctx, doc);
-    });
+        await deleteVideos(ctx, vouchOwner(obj.id));
+        req.log.info(
+          {
+            vouchRequest: obj.id,
+            requester: obj.doc.UserID,
+            voucher: voucher.userId,
+            level,
+            raised: !!raised,
+          },
+          'vouch approved',
+        );
+        if (!raised)
+          throw new ApiError('SessionConflict', "the requester's session ended while being raised");
+        return answer(reply, ctx, doc);
+      },
+    );
 
-    app.post('/auth/vouch/:id/decline', FLOW, async (req, reply) => {
-      formOf(req);
-      const obj = await decidable(req, ctx);
-      const voucher = await voucherCheck(req, ctx, obj.doc);
-      const doc = await transition(ctx, obj.id, 'decline', 'voucher', {
-        extra: () => ({ VoucherID: voucher.userId }),
-      });
-      await deleteVideos(ctx, vouchOwner(obj.id));
-      req.log.info(
-        { vouchRequest: obj.id, requester: obj.doc.UserID, voucher: voucher.userId },
-        'vouch declined',
-      );
-      return answer(reply, ctx, doc);
-    });
+    app.post(
+      '/auth/vouch/:id/decline',
+      { ...FLOW, schema: POST_AUTH_VOUCH_ID_DECLINE },
+      async (req, reply) => {
+        formOf(req);
+        const obj = await decidable(req, ctx);
+        const voucher = await voucherCheck(req, ctx, obj.doc);
+        const doc = await transition(ctx, obj.id, 'decline', 'voucher', {
+          extra: () => ({ VoucherID: voucher.userId }),
+        });
+        await deleteVideos(ctx, vouchOwner(obj.id));
+        req.log.info(
+          { vouchRequest: obj.id, requester: obj.doc.UserID, voucher: voucher.userId },
+          'vouch declined',
+        );
+        return answer(reply, ctx, doc);
+      },
+    );
   },
 };

@@ -1,11 +1,20 @@
 import type { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError } from '../../../core/errors.js';
+import { err, type RouteSchema } from '../../../core/routeschema.js';
 import { User } from '../../../objects/user.js';
 import { decide } from '../../../policy/decide.js';
 import type { ServiceContext } from '../../../store/context.js';
 import { credentialChange, credentialChanged } from '../stepup.js';
-import { deleteVideos, referenceOwner, saveVideo, type VideoInfo, videoInfo, videoStream } from './videos.js';
+import {
+  deleteVideos,
+  referenceOwner,
+  saveVideo,
+  VIDEO_LIMIT,
+  type VideoInfo,
+  videoInfo,
+  videoStream,
+} from './videos.js';
 import { parseMagicWords } from './words.js';
 
 export const VIDEO_TYPE = 'video/webm';
@@ -31,7 +40,7 @@ export function registerReferenceVideo(app: FastifyInstance, ctx: ServiceContext
     return id;
   };
 
-  app.get('/users/:id/reference-video', async (req, reply) => {
+  app.get('/users/:id/reference-video', { schema: GET_USERS_ID_REFERENCE_VIDEO }, async (req, reply) => {
     const p = req.principal;
     const id = String((req.params as { id: string }).id);
     const d = p && (await decide(ctx, p, 'User.reference-video', { kind: 'User', id, userId: id }));
@@ -43,7 +52,7 @@ export function registerReferenceVideo(app: FastifyInstance, ctx: ServiceContext
     return sendVideo(reply, ctx, v);
   });
 
-  app.put('/users/:id/reference-video', async (req, reply) => {
+  app.put('/users/:id/reference-video', { schema: PUT_USERS_ID_REFERENCE_VIDEO }, async (req, reply) => {
     const id = String((req.params as { id: string }).id);
     const change = await credentialChange(req, ctx, 'reference-video', 'set', id);
     const words = parseMagicWords(req.headers['x-magic-words']);
@@ -61,15 +70,19 @@ export function registerReferenceVideo(app: FastifyInstance, ctx: ServiceContext
     return reply.code(204).send();
   });
 
-  app.delete('/users/:id/reference-video', async (req, reply) => {
-    const id = String((req.params as { id: string }).id);
-    const change = await credentialChange(req, ctx, 'reference-video', 'remove', id);
-    if (!(await videoInfo(ctx, referenceOwner(id))))
-      throw new ApiError('NotFound', 'this user has no reference video');
-    await deleteVideos(ctx, referenceOwner(id));
-    await credentialChanged(req, reply, ctx, change, 'reference-video');
-    return reply.code(204).send();
-  });
+  app.delete(
+    '/users/:id/reference-video',
+    { schema: DELETE_USERS_ID_REFERENCE_VIDEO },
+    async (req, reply) => {
+      const id = String((req.params as { id: string }).id);
+      const change = await credentialChange(req, ctx, 'reference-video', 'remove', id);
+      if (!(await videoInfo(ctx, referenceOwner(id))))
+        throw new ApiError('NotFound', 'this user has no reference video');
+      await deleteVideos(ctx, referenceOwner(id));
+      await credentialChanged(req, reply, ctx, change, 'reference-video');
+      return reply.code(204).send();
+    },
+  );
 }
 
 /** The request's WebM body as a stream, and its declared length; 415 for any other type. */
@@ -97,3 +110,58 @@ export function sendVideo(reply: FastifyReply, ctx: ServiceContext, v: VideoInfo
   reply.header('Content-Disposition', 'inline; filename="video.webm"');
   return reply.code(200).send(videoStream(ctx, v));
 }
+
+// The route schemas: what Fastify checks and /openapi.json describes (src/api/openapi.ts).
+const GET_USERS_ID_REFERENCE_VIDEO: RouteSchema = {
+  tags: ['Vouching'],
+  summary: 'The user’s reference video (the user themself or administrators)',
+  params: { type: 'object', properties: { id: { type: 'string' } }, required: ['id'] },
+  response: {
+    '200': {
+      description: 'The WebM video, streamed',
+      headers: {
+        'X-Magic-Words': { schema: { type: 'string' }, description: 'Comma-separated words said in it' },
+      },
+      content: { 'video/webm': { schema: { type: 'string', format: 'binary' } } },
+    },
+    '404': err('No such user, no video, or not the caller’s to see'),
+  },
+  validatedBy: 'handler',
+};
+
+const PUT_USERS_ID_REFERENCE_VIDEO: RouteSchema = {
+  tags: ['Vouching'],
+  summary: 'Set or replace the reference video (a credential change: step-up)',
+  params: { type: 'object', properties: { id: { type: 'string' } }, required: ['id'] },
+  headers: {
+    type: 'object',
+    properties: { 'X-Magic-Words': { type: 'string' } },
+    required: ['X-Magic-Words'],
+  },
+  body: {
+    required: true,
+    content: { 'video/webm': { schema: { type: 'string', format: 'binary', maxLength: VIDEO_LIMIT } } },
+  },
+  response: {
+    '204': { description: 'Stored' },
+    '400': err('Missing or malformed X-Magic-Words; empty body'),
+    '401': err('The session must step up (Intent)'),
+    '403': err('An API key that is not an administrator’s reset; another user’s session'),
+    '404': err('No such user'),
+    '413': err(`Larger than ${VIDEO_LIMIT} bytes`),
+    '415': err('Not video/webm, or the bytes are not WebM'),
+  },
+  validatedBy: 'handler',
+};
+
+const DELETE_USERS_ID_REFERENCE_VIDEO: RouteSchema = {
+  tags: ['Vouching'],
+  summary: 'Remove the reference video (a credential change: step-up)',
+  params: { type: 'object', properties: { id: { type: 'string' } }, required: ['id'] },
+  response: {
+    '204': { description: 'Removed' },
+    '401': err('The session must step up (Intent)'),
+    '403': err('Not allowed to change this user’s credentials'),
+    '404': err('No such user, or no video'),
+  },
+};
