@@ -54,7 +54,7 @@ function answering(reply: (n: number, head: string) => string) {
 
 interface Result {
   status?: number;
-  headers?: string[];
+  headers?: readonly string[];
   body: Buffer;
   error?: UpstreamError;
   responded?: boolean;
