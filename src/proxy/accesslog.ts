@@ -47,45 +47,24 @@ export type AccessSink = Logger | { line(text: string): void };
  * serializer, its redaction pass and a write call per line cost about a third of the proxy's CPU
  * per request under load; the line holds no header and its URL is redacted above. `flush` writes
  * what is pending (at exit). Logged at info: a level above info turns it off.
- * Lines are gathered here into batches of BATCH_CHARS and each batch handed to pino's destination
- * (sonic-boom: ordered, partial and EAGAIN-safe writes) in one call: its write() measures the
- * UTF-8 length of its whole pending buffer on every call, which per line cost more than the line.
  */
 export function accessLogger(level: string): { sink: AccessSink | undefined; flush: () => void } {
-  const dest = pino.destination({ dest: 1, sync: false });
-  let pending = '';
-  const hand = () => {
-    if (pending === '') return;
-    dest.write(pending);
-    pending = '';
-  };
-  const timer = setInterval(() => {
-    hand();
-    dest.flush();
-  }, 1_000);
+  const dest = pino.destination({ dest: 1, sync: false, minLength: 8 * 1024 });
+  const timer = setInterval(() => dest.flush(), 1_000);
   timer.unref();
   const on = pino.levels.values[level] === undefined || (pino.levels.values[level] as number) <= 30;
   const head = `{"level":30,"time":`;
   const tail = `,"pid":${process.pid},"hostname":${JSON.stringify(hostname())},`;
   return {
     sink: on
-      ? {
-          line: (fields: string) => {
-            pending += `${head}${Date.now()}${tail}${fields},"msg":"request"}\n`;
-            if (pending.length >= BATCH_CHARS) hand();
-          },
-        }
+      ? { line: (fields: string) => dest.write(`${head}${Date.now()}${tail}${fields},"msg":"request"}\n`) }
       : undefined,
     flush: () => {
       clearInterval(timer);
-      hand();
       dest.flushSync();
     },
   };
 }
-
-/** Characters of access-log lines handed to the destination at once (a write of about this size). */
-const BATCH_CHARS = 8 * 1024;
 
 /** A JSON value of a field: strings quoted and escaped, null as null. */
 const json = (v: string | number | null | undefined) =>
