@@ -27,11 +27,6 @@ export interface AccessRecord {
   /** For upgrades (no ServerResponse): the proxy's own answer; unset when the upstream answered. */
   status?: number;
   error?: string;
-  /**
-   * What else ends with the response (the forwarded exchange's clean-up): run by the request's one
-   * 'close' listener (AccessLog.closed) before its line is written.
-   */
-  onClose?: () => void;
 }
 
 /** Request IDs: this process's ID and a counter (cheap, unique per process and run). */
@@ -84,20 +79,12 @@ export class AccessLog {
   /** `sink` null: the log is off (a level above info), and nothing is recorded. */
   constructor(private readonly sink: AccessSink | null) {}
 
-  /**
-   * Starts the record of a request; the line is written when the response closes. One 'close'
-   * listener per request does both that and `rec.onClose` (one listener: no wrapper per `once`,
-   * no copy of the listener list per emit).
-   */
+  /** Starts the record of a request; the line is written when the response closes. */
   start(req: IncomingMessage, res: ServerResponse): AccessRecord {
     const rec = newRecord();
-    res.on('close', () => this.closed(req, res, rec));
+    const sink = this.sink;
+    if (sink) res.once('close', () => this.write(sink, req, res, rec));
     return rec;
-  }
-
-  private closed(req: IncomingMessage, res: ServerResponse, rec: AccessRecord) {
-    rec.onClose?.();
-    if (this.sink) this.write(this.sink, req, res, rec);
   }
 
   /**

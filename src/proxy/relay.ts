@@ -12,8 +12,6 @@ import type { ResponseHead } from './upstream/response.js';
  */
 export class Relay implements ResponseSink {
   exchange: Exchange | undefined;
-  /** The response was ended with its last chunk (one call to Node's writer, not write + end). */
-  private ended = false;
 
   constructor(
     private readonly res: ServerResponse,
@@ -25,19 +23,14 @@ export class Relay implements ResponseSink {
     this.res.writeHead(head.status, endToEndHeaders(head, this.extraCookies));
   }
 
-  onData(chunk: Buffer, last: boolean): boolean {
-    if (last) {
-      this.ended = true;
-      this.res.end(chunk);
-      return true;
-    }
+  onData(chunk: Buffer): boolean {
     if (this.res.write(chunk)) return true;
     this.res.once('drain', () => this.exchange?.resume());
     return false;
   }
 
   onEnd() {
-    if (!this.ended) this.res.end();
+    this.res.end();
   }
 
   onError(err: UpstreamError, responded: boolean) {

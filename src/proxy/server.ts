@@ -265,10 +265,10 @@ export class AccessProxy implements Listener {
         relay,
       );
     };
-    rec.onClose = () => {
+    res.once('close', () => {
       this.inflight.delete(plan.token);
       if (!res.writableFinished) relay.exchange?.abort();
-    };
+    });
     if (!declaresBody(req)) return send(null);
     continueIfExpected(req, res);
     // The body's first part is read here at an acceptable rate before a connection is taken

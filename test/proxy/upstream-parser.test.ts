@@ -181,39 +181,4 @@ describe('upstream response parser', () => {
     const trailers = Array.from({ length: 2000 }, (_, i) => `X-T${i}: ${'v'.repeat(10)}\r\n`).join('');
     expectMalformed(`${head}0\r\n${trailers}\r\n`, /trailer section is longer/, { step: 512 });
   });
-  it('reads a head again on one connection as the request it answers says, and flags the last body chunk', () => {
-    const lasts: boolean[] = [];
-    const heads: ResponseHead[] = [];
-    let ended = 0;
-    const p = new ResponseParser({
-      onHead: (h) => heads.push(h),
-      onBody: (_c, last) => lasts.push(last),
-      onEnd: () => ended++,
-    });
-    const head = 'HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n';
-    p.start(false);
-    expect(p.feed(Buffer.from(`${head}hel`, 'latin1'))).toBe(head.length + 3);
-    expect(p.feed(Buffer.from('lo', 'latin1'))).toBe(2);
-    expect(lasts).toEqual([false, true]);
-    // The same head answering HEAD has no body; answering GET again, its body.
-    p.start(true);
-    p.feed(Buffer.from(head, 'latin1'));
-    expect(p.done).toBe(true);
-    p.start(false);
-    p.feed(Buffer.from(`${head}hello`, 'latin1'));
-    expect(lasts).toEqual([false, true, true]);
-    expect(ended).toBe(3);
-    expect(heads.map((h) => h.keepAlive)).toEqual([true, true, true]);
-    // A 101 is refused every time it answers a request that did not ask to switch.
-    const switching = 'HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n';
-    for (let i = 0; i < 2; i++) {
-      p.start(false);
-      expect(() => p.feed(Buffer.from(switching, 'latin1'))).toThrow(/did not ask to switch/);
-    }
-    // A head differing from the last one is read anew, and refused when malformed.
-    p.start(false);
-    expect(() => p.feed(Buffer.from('HTTP/1.1 200 OK\r\nContent-Length: 5, 6\r\n\r\n', 'latin1'))).toThrow(
-      /Content-Length/,
-    );
-  });
 });

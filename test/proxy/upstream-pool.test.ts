@@ -54,7 +54,7 @@ function answering(reply: (n: number, head: string) => string) {
 
 interface Result {
   status?: number;
-  headers?: readonly string[];
+  headers?: string[];
   body: Buffer;
   error?: UpstreamError;
   responded?: boolean;

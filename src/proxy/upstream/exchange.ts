@@ -149,9 +149,9 @@ export class Connection {
         ex.responded = true;
         ex.sink.onHead(head);
       },
-      onBody(chunk: Buffer, last: boolean) {
+      onBody(chunk: Buffer) {
         const ex = conn.exchange;
-        if (ex && !ex.sink.onData(chunk, last)) socket.pause();
+        if (ex && !ex.sink.onData(chunk)) socket.pause();
       },
       onEnd() {
         conn.completed = true;

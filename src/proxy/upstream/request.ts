@@ -63,11 +63,8 @@ export class UpstreamError extends Error {
 export interface ResponseSink {
   /** The final response head (informational 1xx heads are not passed on). */
   onHead(head: ResponseHead): void;
-  /**
-   * A body chunk; return false to pause the upstream until `Exchange.resume()`. `last`: the body
-   * (of known length) ends with it, and onEnd follows at once (a sink may end its output here).
-   */
-  onData(chunk: Buffer, last: boolean): boolean;
+  /** A body chunk; return false to pause the upstream until `Exchange.resume()`. */
+  onData(chunk: Buffer): boolean;
   onEnd(): void;
   /** The exchange failed; `responded` says whether onHead was already called. */
   onError(err: UpstreamError, responded: boolean): void;

@@ -8,7 +8,7 @@
 /** A response head: `headers` is flat, [name, value, name, value, ...], names as sent. */
 export interface ResponseHead {
   status: number;
-  headers: readonly string[];
+  headers: string[];
   /** The connection may carry another request after this response. */
   keepAlive: boolean;
   /** The server's `Keep-Alive: timeout=<s>` hint, when given. */
@@ -20,8 +20,7 @@ export interface ResponseHead {
 export interface ResponseEvents {
   /** A head: informational (1xx) heads come first, then exactly one final head. */
   onHead(head: ResponseHead): void;
-  /** `last`: the body of a response with Content-Length ends with this chunk. */
-  onBody(chunk: Buffer, last: boolean): void;
+  onBody(chunk: Buffer): void;
   /** The final response is complete. */
   onEnd(): void;
 }
@@ -71,9 +70,6 @@ export class ResponseParser {
   private keepAlive = false;
   /** The request asked to switch protocols: a 101 is then a final head, not an error. */
   private upgrade = false;
-  /** The text of the last head read, and what it said (parseHead). */
-  private lastHead: string | undefined;
-  private lastFields: HeadFields | undefined;
 
   constructor(private readonly events: ResponseEvents) {}
 
@@ -116,7 +112,7 @@ export class ResponseParser {
           if (this.remaining === 0) this.finish();
           break;
         case State.UntilClose:
-          this.events.onBody(at === 0 ? data : data.subarray(at), false);
+          this.events.onBody(at === 0 ? data : data.subarray(at));
           at = data.length;
           break;
         case State.ChunkSize:
@@ -147,7 +143,7 @@ export class ResponseParser {
   private take(data: Buffer, at: number): number {
     const n = Math.min(this.remaining, data.length - at);
     this.remaining -= n;
-    this.events.onBody(data.subarray(at, at + n), this.remaining === 0 && this.state === State.Sized);
+    this.events.onBody(data.subarray(at, at + n));
     return at + n;
   }
 
@@ -207,15 +203,56 @@ export class ResponseParser {
   }
 
   private parseHead(text: string) {
-    // An upstream sends the same head again and again (only its Date changes, once a second): the
-    // fields of the last head read on this connection are reused when its text is the same.
-    let fields = this.lastHead === text ? this.lastFields : undefined;
-    if (!fields) {
-      fields = readFields(text);
-      this.lastHead = text;
-      this.lastFields = fields;
+    let eol = text.indexOf('\r\n');
+    if (eol < 0) eol = text.length;
+    const status = STATUS_LINE.exec(text.slice(0, eol));
+    if (!status) throw bad('the status line is malformed');
+    const http10 = status[1] === '0';
+    const code = Number(status[2]);
+    const headers: string[] = [];
+    let length: string | undefined;
+    let chunked = false;
+    let close = http10;
+    let keepAliveTimeoutS: number | undefined;
+    let connection: string | undefined;
+    while (eol < text.length) {
+      const start = eol + 2;
+      eol = text.indexOf('\r\n', start);
+      if (eol < 0) eol = text.length;
+      // Also refuses obsolete line folding (a line starting with a space) and bare CR or LF.
+      if (!pushField(text, start, eol, headers)) throw bad('a header line is malformed');
+      const name = headers[headers.length - 2] as string;
+      const value = headers[headers.length - 1] as string;
+      // Only four names matter here; compare lengths first to skip the rest cheaply.
+      const n = name.length;
+      if (n !== 10 && n !== 14 && n !== 17) continue;
+      const lower = name.toLowerCase();
+      if (lower === 'connection') {
+        connection = connection === undefined ? value : `${connection},${value}`;
+        for (const t of value.toLowerCase().split(',')) {
+          const token = t.trim();
+          if (token === 'close') close = true;
+          else if (token === 'keep-alive' && http10) close = false;
+        }
+      } else if (lower === 'keep-alive') {
+        const t = /(?:^|[,\s])timeout\s*=\s*(\d{1,6})/i.exec(value);
+        if (t) keepAliveTimeoutS = Number(t[1]);
+      } else if (lower === 'content-length') {
+        // Repeated or listed values must all be one number, else the body's end is ambiguous.
+        for (const v of value.split(',')) {
+          const digits = v.trim();
+          if (!DIGITS.test(digits) || (length !== undefined && length !== digits))
+            throw bad('Content-Length is invalid or ambiguous');
+          length = digits;
+        }
+      } else if (lower === 'transfer-encoding') {
+        // Only "chunked", once: any other coding would leave the end of the body to a guess.
+        if (chunked || value.trim().toLowerCase() !== 'chunked' || http10)
+          throw bad('only "Transfer-Encoding: chunked" is understood');
+        chunked = true;
+      }
     }
-    const { code, headers, length, chunked, close, keepAliveTimeoutS, connection } = fields;
+    if (chunked && length !== undefined) throw bad('both Content-Length and Transfer-Encoding were sent');
     if (code === 101 && !this.upgrade)
       throw bad('101 Switching Protocols to a request that did not ask to switch');
     const informational = code < 200;
@@ -243,10 +280,10 @@ export class ResponseParser {
       this.state = State.Head;
       return;
     }
-    if (bodyless || length === 0) return this.finish();
+    if (bodyless || (length !== undefined && Number(length) === 0)) return this.finish();
     if (chunked) this.state = State.ChunkSize;
     else if (length !== undefined) {
-      this.remaining = length;
+      this.remaining = Number(length);
       this.state = State.Sized;
     } else this.state = State.UntilClose;
   }
@@ -285,83 +322,6 @@ export class ResponseParser {
       throw bad('a trailer carries Content-Length or Transfer-Encoding');
     return got[1];
   }
-}
-
-/** What a response head's text says, whatever the request was; shared by identical heads. */
-interface HeadFields {
-  code: number;
-  /** Never modified: the same array may serve several responses. */
-  headers: readonly string[];
-  /** Content-Length, when sent. */
-  length: number | undefined;
-  chunked: boolean;
-  /** The connection closes after this response (HTTP/1.0 without keep-alive, or Connection: close). */
-  close: boolean;
-  keepAliveTimeoutS: number | undefined;
-  connection: string | undefined;
-}
-
-/** Reads a head's status line and fields; throws ResponseParseError on anything malformed. */
-function readFields(text: string): HeadFields {
-  let eol = text.indexOf('\r\n');
-  if (eol < 0) eol = text.length;
-  const status = STATUS_LINE.exec(text.slice(0, eol));
-  if (!status) throw bad('the status line is malformed');
-  const http10 = status[1] === '0';
-  const code = Number(status[2]);
-  const headers: string[] = [];
-  let length: string | undefined;
-  let chunked = false;
-  let close = http10;
-  let keepAliveTimeoutS: number | undefined;
-  let connection: string | undefined;
-  while (eol < text.length) {
-    const start = eol + 2;
-    eol = text.indexOf('\r\n', start);
-    if (eol < 0) eol = text.length;
-    // Also refuses obsolete line folding (a line starting with a space) and bare CR or LF.
-    if (!pushField(text, start, eol, headers)) throw bad('a header line is malformed');
-    const name = headers[headers.length - 2] as string;
-    const value = headers[headers.length - 1] as string;
-    // Only four names matter here; compare lengths first to skip the rest cheaply.
-    const n = name.length;
-    if (n !== 10 && n !== 14 && n !== 17) continue;
-    const lower = name.toLowerCase();
-    if (lower === 'connection') {
-      connection = connection === undefined ? value : `${connection},${value}`;
-      for (const t of value.toLowerCase().split(',')) {
-        const token = t.trim();
-        if (token === 'close') close = true;
-        else if (token === 'keep-alive' && http10) close = false;
-      }
-    } else if (lower === 'keep-alive') {
-      const t = /(?:^|[,\s])timeout\s*=\s*(\d{1,6})/i.exec(value);
-      if (t) keepAliveTimeoutS = Number(t[1]);
-    } else if (lower === 'content-length') {
-      // Repeated or listed values must all be one number, else the body's end is ambiguous.
-      for (const v of value.split(',')) {
-        const digits = v.trim();
-        if (!DIGITS.test(digits) || (length !== undefined && length !== digits))
-          throw bad('Content-Length is invalid or ambiguous');
-        length = digits;
-      }
-    } else if (lower === 'transfer-encoding') {
-      // Only "chunked", once: any other coding would leave the end of the body to a guess.
-      if (chunked || value.trim().toLowerCase() !== 'chunked' || http10)
-        throw bad('only "Transfer-Encoding: chunked" is understood');
-      chunked = true;
-    }
-  }
-  if (chunked && length !== undefined) throw bad('both Content-Length and Transfer-Encoding were sent');
-  return {
-    code,
-    headers,
-    length: length === undefined ? undefined : Number(length),
-    chunked,
-    close,
-    keepAliveTimeoutS,
-    connection,
-  };
 }
 
 /** tchar (RFC 9110 5.6.2), by character code: the characters of a field name. */
