@@ -188,6 +188,13 @@ function build() {
     },
   );
   if (!existsSync(join(out, 'cli/main.js'))) throw new Error(`build failed: ${r.stdout}${r.stderr}`);
+  // The service finds the sign-in pages' bundle two levels above its web/ module (src/web/bundle.ts):
+  // without it the service warns on stdout before its admin key, which startServer reads.
+  const pages = join(out, '../dist/pages');
+  if (!existsSync(pages) && existsSync(join(HERE, 'dist/pages'))) {
+    mkdirSync(dirname(pages), { recursive: true });
+    symlinkSync(join(HERE, 'dist/pages'), pages);
+  }
   return out;
 }
 
