@@ -18,7 +18,7 @@ import { Jobs } from '../core/jobs.js';
 import { holdsSecret, redactUrl } from '../core/redact.js';
 import { fieldSegment, mayHoldUnstorable, unstorableAt } from '../core/text.js';
 import { limitUnusedBody } from '../core/unusedbody.js';
-import { type ServiceContext, ServiceState } from '../store/context.js';
+import { type ServiceContext, ServiceState } from '../store/service.js';
 import { databaseDown, databaseUnavailable } from '../store/unavailable.js';
 import { errorPage, sendHtml, wantsHtml } from '../web/errorpage.js';
 import { WritePath } from '../writes/path.js';
@@ -31,7 +31,7 @@ declare module 'fastify' {
     refusedBy?: string;
   }
   interface FastifyInstance {
-    /** The service object this server serves (src/store/context.ts): its state, jobs, store. */
+    /** The service object this server serves (src/store/service.ts): its state, jobs, store. */
     readonly service: ServiceContext;
   }
   interface FastifyContextConfig {

@@ -1,5 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { ServiceContext } from '../../../store/context.js';
+import type { ServiceContext } from '../../../store/service.js';
 import { mutateRequestSession } from '../../session/sessions.js';
 import { CHALLENGE_MS } from './credentials.js';
 

@@ -8,7 +8,7 @@ import { ApiError } from '../../../core/errors.js';
 import { err, type RouteSchema } from '../../../core/routeschema.js';
 import { User } from '../../../objects/user.js';
 import { enforce } from '../../../policy/decide.js';
-import type { ServiceContext } from '../../../store/context.js';
+import type { ServiceContext } from '../../../store/service.js';
 import { mutateRequestSession, requestSession } from '../../session/sessions.js';
 import { jsonBody } from '../factor.js';
 import { type CredentialChange, credentialChange, credentialChanged } from '../stepup.js';

@@ -7,7 +7,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError } from '../../../core/errors.js';
 import { err, type RouteSchema } from '../../../core/routeschema.js';
 import { User } from '../../../objects/user.js';
-import type { ServiceContext } from '../../../store/context.js';
+import type { ServiceContext } from '../../../store/service.js';
 import { userUsable } from '../../apikeys.js';
 import { LEVEL_NAMES } from '../../integrity.js';
 import {

@@ -1,7 +1,7 @@
 import type { FastifyReply } from 'fastify';
 import { User } from '../../../objects/user.js';
 import type { Doc } from '../../../schema/fields.js';
-import type { ServiceContext } from '../../../store/context.js';
+import type { ServiceContext } from '../../../store/service.js';
 import { LEVEL_NAMES } from '../../integrity.js';
 import { videoInfo, vouchOwner } from './videos.js';
 
