@@ -5,6 +5,7 @@ import type { ServiceContext } from '../../../store/service.js';
 import { LEVEL_NAMES } from '../../integrity.js';
 import { videoInfo, vouchOwner } from './videos.js';
 
+/** A person as a request names them: ID, e-mail address and full name. */
 async function person(ctx: ServiceContext, id: string) {
   const u = await ctx.store.get(User, id);
   const name = (u?.doc.Name as { FullName?: string } | undefined)?.FullName ?? '';
