@@ -6,10 +6,10 @@ import pino from 'pino';
 import { createServer, type ServerOptions } from '../src/api/server.js';
 import { loadServiceConfig } from '../src/config/index.js';
 import { bootstrap, createApiKey } from '../src/service/bootstrap.js';
-import type { ServiceState } from '../src/store/context.js';
 import { type Db, openDb } from '../src/store/db.js';
 import { migrate } from '../src/store/migrations.js';
 import { ObjectStore } from '../src/store/objects.js';
+import type { ServiceState } from '../src/store/service.js';
 import { createPgDatabase } from './pg.js';
 
 export type Backend = 'sqlite' | 'postgres';
@@ -54,7 +54,7 @@ export interface TestService {
   app: FastifyInstance;
   store: ObjectStore;
   db: Db;
-  /** The service's own state (caches, queues, event buses: src/store/context.ts). */
+  /** The service's own state (caches, queues, event buses: src/store/service.ts). */
   state: ServiceState;
   adminKey: string;
   adminId: string;

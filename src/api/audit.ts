@@ -4,8 +4,8 @@ import { AuditBatch, AuditEntry, auditEventsOf, listAudit } from '../audit/trail
 import { err, type RouteSchema, ref } from '../core/routeschema.js';
 import { typeByPath } from '../objects/registry.js';
 import { enforce } from '../policy/decide.js';
-import type { ServiceContext } from '../store/context.js';
 import { parseListQuery, type RawListQuery } from '../store/listquery.js';
+import type { ServiceContext } from '../store/service.js';
 import { BACKCHANNEL, PROXY_TOKEN_PATTERN } from '../wire/proxy.js';
 import { principalOf } from './objects.js';
 

@@ -16,7 +16,7 @@ import {
 import { ApiError } from '../core/errors.js';
 import { err, formBody, jsonLines, pathParams, queryOf, type RouteSchema } from '../core/routeschema.js';
 import { decide, enforce } from '../policy/decide.js';
-import type { ServiceContext } from '../store/context.js';
+import type { ServiceContext } from '../store/service.js';
 import { principalOf } from './objects.js';
 
 const FORM = 'application/x-www-form-urlencoded';

@@ -5,7 +5,7 @@ import { signingInFor } from '../auth/session/complete.js';
 import { membershipsAdapter, sessionsAdapter } from '../backchannel/adapters.js';
 import { issueCode, redeemCode } from '../backchannel/codes.js';
 import { countingGroups } from '../backchannel/groups.js';
-import { type Ports, type ProxySession, portsOf } from '../backchannel/hooks.js';
+import { type Ports, type ProxySession, portsOf } from '../backchannel/ports.js';
 import { issueProxyToken, recordProxy, tokenHash } from '../backchannel/tokens.js';
 import { ApiError } from '../core/errors.js';
 import { requestPage, signinBase } from '../groups/check.js';
@@ -15,9 +15,9 @@ import { User } from '../objects/user.js';
 import { VirtualHost } from '../objects/virtualhost.js';
 import { appMayConcern, appServesUser } from '../policy/apps.js';
 import { timestampMs } from '../schema/fields.js';
-import type { ServiceContext } from '../store/context.js';
 import { parseListQuery } from '../store/listquery.js';
 import type { StoredObject } from '../store/objects.js';
+import type { ServiceContext } from '../store/service.js';
 import {
   type AccessCheckRequest,
   BACKCHANNEL,

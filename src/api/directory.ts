@@ -19,15 +19,15 @@ import { mergeUsers } from '../directory/merge.js';
 import { suggestMerges } from '../directory/mergesuggest.js';
 import { fetchInitialPassword } from '../directory/passwords.js';
 import { planAccountChanges } from '../directory/plans.js';
+import { allOf } from '../directory/queries.js';
 import { refinedAccountSuggestions, refinedMergeSuggestions } from '../directory/refine.js';
 import type { ChangeRole } from '../directory/states.js';
-import { allOf } from '../directory/store.js';
 import { suggestAccountChanges } from '../directory/suggest.js';
 import { Account } from '../objects/account.js';
 import { User } from '../objects/user.js';
 import { decide, enforce } from '../policy/decide.js';
 import type { Doc } from '../schema/fields.js';
-import type { ServiceContext } from '../store/context.js';
+import type { ServiceContext } from '../store/service.js';
 import { proxyApp } from './backchannel.js';
 import {
   CHANGE_TRANSITIONS,

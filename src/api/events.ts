@@ -7,7 +7,7 @@ import { pendingCookies } from '../auth/session/sessions.js';
 import { ApiError } from '../core/errors.js';
 import { err, type RouteSchema } from '../core/routeschema.js';
 import { EventHub, MAX_MESSAGE_BYTES } from '../events/hub.js';
-import type { ServiceContext } from '../store/context.js';
+import type { ServiceContext } from '../store/service.js';
 import { principalOf } from './objects.js';
 
 declare module 'fastify' {

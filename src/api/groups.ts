@@ -18,8 +18,8 @@ import { rowsFor } from '../groups/states.js';
 import { scheduleExpirySweep } from '../groups/sweep.js';
 import { Membership, membershipId } from '../objects/membership.js';
 import { decide, enforce } from '../policy/decide.js';
-import type { ServiceContext } from '../store/context.js';
 import { parseListQuery, type RawListQuery } from '../store/listquery.js';
+import type { ServiceContext } from '../store/service.js';
 import { registerGroupPages } from '../web/groups.js';
 import {
   GROUP_CHECK,

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { err, jsonObject, type RouteSchema } from '../core/routeschema.js';
-import type { ServiceContext } from '../store/context.js';
+import type { ServiceContext } from '../store/service.js';
 
 export function registerHealthRoutes(app: FastifyInstance, ctx: ServiceContext) {
   // 200 only when the database answers, so a load balancer drops a broken instance: while it does

@@ -8,10 +8,10 @@ import { TENANT_ID } from '../objects/tenant.js';
 import { access } from '../policy/grants.js';
 import type { Doc } from '../schema/fields.js';
 import type { Access, ObjectType, Op } from '../schema/type.js';
-import { type ServiceContext, writerOf } from '../store/context.js';
 import { parseListQuery, type RawListQuery } from '../store/listquery.js';
 import type { StoredObject } from '../store/objects.js';
 import { etagMatches } from '../store/objects.js';
+import { type ServiceContext, writerOf } from '../store/service.js';
 import { setObjectHeaders, singleHeader } from './http.js';
 import { objectRouteSchemas } from './objectschemas.js';
 

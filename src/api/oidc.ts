@@ -23,7 +23,7 @@ import {
   tenantName,
 } from '../oidc/provider.js';
 import { enforce } from '../policy/decide.js';
-import type { ServiceContext } from '../store/context.js';
+import type { ServiceContext } from '../store/service.js';
 import { consentPage, messagePage, providerPages, reauthPage } from '../web/oidcpages.js';
 import { PAGE_CSP } from '../web/routes.js';
 import { principalOf } from './objects.js';

@@ -3,7 +3,7 @@ import { factors } from '../auth/factors/index.js';
 import { ErrorCodes } from '../core/errors.js';
 import type { Json, RouteSchema } from '../core/routeschema.js';
 import { objectTypes } from '../objects/registry.js';
-import type { ServiceContext } from '../store/context.js';
+import type { ServiceContext } from '../store/service.js';
 import { propertiesOf } from './objectschemas.js';
 
 /**

@@ -3,7 +3,7 @@ import { ApiError } from '../core/errors.js';
 import type { RouteSchema } from '../core/routeschema.js';
 import { enforce } from '../policy/decide.js';
 import { actionList, explainAction, explainAppUse } from '../policy/explain.js';
-import type { ServiceContext } from '../store/context.js';
+import type { ServiceContext } from '../store/service.js';
 import { principalOf } from './objects.js';
 
 type ExplainQuery = {

@@ -3,7 +3,7 @@ import { ApiError } from '../core/errors.js';
 import { err, type RouteSchema } from '../core/routeschema.js';
 import { serviceMetrics } from '../metrics/prometheus.js';
 import { decide } from '../policy/decide.js';
-import type { ServiceContext } from '../store/context.js';
+import type { ServiceContext } from '../store/service.js';
 import { principalOf } from './objects.js';
 
 /** The Prometheus path of the service: not /metrics, which is the Metric object collection. */

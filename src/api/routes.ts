@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import type { ServiceContext } from '../store/context.js';
+import type { ServiceContext } from '../store/service.js';
 import { registerConsoleRoutes } from '../web/console.js';
 import { registerWebRoutes } from '../web/routes.js';
 import { registerAuditRoutes } from './audit.js';

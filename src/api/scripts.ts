@@ -6,7 +6,7 @@ import { access } from '../policy/grants.js';
 import { normalize } from '../schema/fields.js';
 import { scheduleScriptLogPruning } from '../scripts/logs.js';
 import { runTests, type TestCase } from '../scripts/testing.js';
-import type { ServiceContext } from '../store/context.js';
+import type { ServiceContext } from '../store/service.js';
 
 /**
  * Scripts over HTTP: POST /scripts/test (the user-write and group-membership hooks run inside the

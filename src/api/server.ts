@@ -18,7 +18,7 @@ import { Jobs } from '../core/jobs.js';
 import { holdsSecret, redactUrl } from '../core/redact.js';
 import { fieldSegment, mayHoldUnstorable, unstorableAt } from '../core/text.js';
 import { limitUnusedBody } from '../core/unusedbody.js';
-import { type ServiceContext, ServiceState } from '../store/context.js';
+import { type ServiceContext, ServiceState } from '../store/service.js';
 import { databaseDown, databaseUnavailable } from '../store/unavailable.js';
 import { errorPage, sendHtml, wantsHtml } from '../web/errorpage.js';
 import { WritePath } from '../writes/path.js';
@@ -31,7 +31,7 @@ declare module 'fastify' {
     refusedBy?: string;
   }
   interface FastifyInstance {
-    /** The service object this server serves (src/store/context.ts): its state, jobs, store. */
+    /** The service object this server serves (src/store/service.ts): its state, jobs, store. */
     readonly service: ServiceContext;
   }
   interface FastifyContextConfig {
@@ -90,6 +90,22 @@ class RequestLog extends LogController {
   }
 }
 
+/**
+ * A path the router cannot decode (invalid UTF-8 escapes, such as an encoded lone surrogate
+ * %ED%A0%80) or a parameter over maxParamLength: our error shape, not Fastify's.
+ */
+function answerFrameworkError(err: FastifyError, req: FastifyRequest, reply: FastifyReply) {
+  reply.header('X-Request-Id', req.id); // the onRequest hook does not run for these
+  const e =
+    err.code === 'FST_ERR_BAD_URL'
+      ? new ApiError('BadRequest', 'the path is not valid percent-encoded UTF-8', { field: 'path' })
+      : err.code === 'FST_ERR_MAX_PARAM_LENGTH'
+        ? new ApiError('BadRequest', 'a path segment is too long', { field: 'path' })
+        : new ApiError('Internal', 'internal error; the request id identifies it in the logs');
+  if (e.status === 500) req.log.error({ err }, 'unhandled error');
+  sendError(e, req, reply);
+}
+
 export async function createServer(opts: ServerOptions): Promise<FastifyInstance> {
   const { https, requestTimeoutMs, idleTimeoutMs, ...given } = opts;
   const ctx = composeService(given);
@@ -111,19 +127,7 @@ export async function createServer(opts: ServerOptions): Promise<FastifyInstance
         : randomUUID();
     },
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 256 },
-    // A path the router cannot decode (invalid UTF-8 escapes, such as an encoded lone surrogate
-    // %ED%A0%80) or a parameter over maxParamLength: our error shape, not Fastify's.
-    frameworkErrors: (err, req, reply: FastifyReply) => {
-      reply.header('X-Request-Id', req.id); // the onRequest hook does not run for these
-      const e =
-        err.code === 'FST_ERR_BAD_URL'
-          ? new ApiError('BadRequest', 'the path is not valid percent-encoded UTF-8', { field: 'path' })
-          : err.code === 'FST_ERR_MAX_PARAM_LENGTH'
-            ? new ApiError('BadRequest', 'a path segment is too long', { field: 'path' })
-            : new ApiError('Internal', 'internal error; the request id identifies it in the logs');
-      if (e.status === 500) req.log.error({ err }, 'unhandled error');
-      sendError(e, req, reply);
-    },
+    frameworkErrors: answerFrameworkError,
     return503OnClosing: true,
     // Only named proxies may set the client address through X-Forwarded-For.
     trustProxy: trusted.length > 0 ? trusted : false,

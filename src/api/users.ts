@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { ApiError } from '../core/errors.js';
 import { err, type RouteSchema, ref } from '../core/routeschema.js';
 import { User } from '../objects/user.js';
-import type { ServiceContext } from '../store/context.js';
+import type { ServiceContext } from '../store/service.js';
 import { principalOf, sendObject } from './objects.js';
 
 /** User endpoints beyond CRUD. Literal paths are registered before /users/:id matches them. */

@@ -3,10 +3,10 @@ import { sql } from 'kysely';
 import { nowStamp } from '../groups/lifecycle.js';
 import { f } from '../schema/fields.js';
 import type { ObjectType } from '../schema/type.js';
-import { perService, type ServiceContext, stateOf } from '../store/context.js';
 import type { Db } from '../store/db.js';
 import { type ListPage, type ListQuery, listObjects } from '../store/listquery.js';
 import { newId } from '../store/objects.js';
+import { perService, type ServiceContext, stateOf } from '../store/service.js';
 
 /**
  * One entry of the audit trail (docs/directory.md, "Audit trail"): who made a write request, by
@@ -49,7 +49,7 @@ export type AuditRecord = Record<string, string | number>;
 
 /**
  * Emits 'recorded' after each entry this service appends (its event stream wakes at once); the
- * bus is the service's (src/store/context.ts), so another service in the process is not woken.
+ * bus is the service's (src/store/service.ts), so another service in the process is not woken.
  */
 const AUDIT_EVENTS = perService<EventEmitter, Pick<ServiceContext, 'state'>>('audit events', () => {
   const bus = new EventEmitter();

@@ -4,7 +4,7 @@ import { APIKey, hashApiKey } from '../objects/apikey.js';
 import { userUsable } from '../policy/users.js';
 import { timestampMs } from '../schema/fields.js';
 import type { Scope } from '../schema/type.js';
-import type { ServiceContext } from '../store/context.js';
+import type { ServiceContext } from '../store/service.js';
 import { API_KEY_PATTERN } from '../wire/proxy.js';
 import { keyCacheOf } from './keycache.js';
 import type { Principal } from './principal.js';

@@ -1,5 +1,5 @@
 import type { FastifyRequest } from 'fastify';
-import type { ServiceContext } from '../store/context.js';
+import type { ServiceContext } from '../store/service.js';
 import { authenticateApiKey, presentedKey } from './apikeys.js';
 import type { Principal } from './principal.js';
 import { sessionAuthenticator } from './session/authenticator.js';

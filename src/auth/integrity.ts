@@ -2,7 +2,7 @@ import type { FastifyRequest } from 'fastify';
 import { insideRegions } from '../core/regions.js';
 import { TENANT_ID, Tenant } from '../objects/tenant.js';
 import type { Doc } from '../schema/fields.js';
-import type { ServiceContext } from '../store/context.js';
+import type { ServiceContext } from '../store/service.js';
 
 /**
  * The integrity scale: how sure the service is about who holds a session. Ordered; a session

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { CompactSign, compactVerify, errors as joseErrors } from 'jose';
 import { ApiError } from '../core/errors.js';
-import type { ServiceContext } from '../store/context.js';
+import type { ServiceContext } from '../store/service.js';
 import { intentKeys } from './session/keys.js';
 
 /**

@@ -1,8 +1,8 @@
 import { APIKey } from '../objects/apikey.js';
 import { User } from '../objects/user.js';
 import type { Doc } from '../schema/fields.js';
-import { perService, type ServiceContext, stateOf } from '../store/context.js';
 import type { ObjectStore } from '../store/objects.js';
+import { perService, type ServiceContext, stateOf } from '../store/service.js';
 
 /** The longest a validated key is trusted without a look at the database. */
 export const KEY_CACHE_TTL_MS = 1000;
@@ -57,7 +57,7 @@ export class KeyCache {
   }
 }
 
-/** The service's cache of validated keys (one per service: src/store/context.ts). */
+/** The service's cache of validated keys (one per service: src/store/service.ts). */
 const KEY_CACHE = perService<KeyCache, KeyCacheOwner>('API key cache', (ctx) => new KeyCache(ctx.store));
 
 type KeyCacheOwner = Pick<ServiceContext, 'store' | 'state'>;

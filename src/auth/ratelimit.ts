@@ -1,7 +1,7 @@
 import { isIPv6 } from 'node:net';
 import { sql } from 'kysely';
 import { ApiError } from '../core/errors.js';
-import type { ServiceContext } from '../store/context.js';
+import type { ServiceContext } from '../store/service.js';
 import { authDb } from './session/db.js';
 
 /**

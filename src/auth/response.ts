@@ -1,5 +1,5 @@
 import { User } from '../objects/user.js';
-import type { ServiceContext } from '../store/context.js';
+import type { ServiceContext } from '../store/service.js';
 import { factors } from './factors/index.js';
 import { FACTOR_KINDS, LEVEL_NAMES, Level, levelOfKinds, locationCap, tenantDoc } from './integrity.js';
 import type { Session } from './session/sessions.js';

@@ -1,7 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError } from '../core/errors.js';
 import { User } from '../objects/user.js';
-import type { ServiceContext } from '../store/context.js';
+import type { ServiceContext } from '../store/service.js';
 import { userUsable } from './apikeys.js';
 import { proven } from './factors/factor.js';
 import { passwordProblem } from './factors/password/index.js';

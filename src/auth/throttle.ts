@@ -1,6 +1,6 @@
 import { type RawBuilder, sql } from 'kysely';
 import { ApiError } from '../core/errors.js';
-import type { ServiceContext } from '../store/context.js';
+import type { ServiceContext } from '../store/service.js';
 import { authDb } from './session/db.js';
 
 /**

@@ -3,8 +3,8 @@ import { requiredLevel, tenantDoc } from '../auth/integrity.js';
 import { requestSession, type Session, sessionById } from '../auth/session/sessions.js';
 import { checkMembership, markUsed, signinBase } from '../groups/check.js';
 import { User } from '../objects/user.js';
-import type { ServiceContext } from '../store/context.js';
-import type { MembershipsPort, ProxySession, SessionsPort } from './hooks.js';
+import type { ServiceContext } from '../store/service.js';
+import type { MembershipsPort, ProxySession, SessionsPort } from './ports.js';
 
 /**
  * A service session counts as signed in for the proxy when it names a usable user and has at

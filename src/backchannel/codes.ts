@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { Kysely } from 'kysely';
-import type { ServiceContext } from '../store/context.js';
+import type { ServiceContext } from '../store/service.js';
 
 /** A one-time sign-in code lives this long (the browser is redirected at once). */
 export const CODE_TTL_MS = 60_000;

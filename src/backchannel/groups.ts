@@ -1,7 +1,7 @@
 import { Membership } from '../objects/membership.js';
 import { membershipCounts } from '../policy/memberships.js';
-import type { ServiceContext } from '../store/context.js';
 import { parseListQuery } from '../store/listquery.js';
+import type { ServiceContext } from '../store/service.js';
 
 /** At most this many group IDs go to a proxy (they ride in its session cookie and the assertion). */
 export const MAX_IDENTITY_GROUPS = 64;

@@ -5,7 +5,7 @@ import { RemoteAgent } from '../objects/remoteagent.js';
 import type { Actor } from '../policy/actor.js';
 import { enforce } from '../policy/decide.js';
 import { normalizeTimestamp } from '../schema/fields.js';
-import type { ServiceContext } from '../store/context.js';
+import type { ServiceContext } from '../store/service.js';
 
 /** Proxy tokens are kept as SHA-256 hashes (the token has 256 random bits: no stretching needed). */
 export const tokenHash = (s: string) => createHash('sha256').update(s).digest('base64url');

@@ -3,7 +3,7 @@ import { nowStamp } from '../groups/lifecycle.js';
 import { RemoteAgent } from '../objects/remoteagent.js';
 import { timestampMs } from '../schema/fields.js';
 import type { ObjectStore } from '../store/objects.js';
-import { allOf } from './store.js';
+import { allOf } from './queries.js';
 
 /** Agents report at least this often (proxies register every 5 minutes; agents claim). */
 export const HEARTBEAT_MS = 5 * 60_000;

@@ -11,10 +11,10 @@ import { accountNameFree, RESERVING_WHEN_CLAIMING } from '../policy/accounts.js'
 import { appMayConcern } from '../policy/apps.js';
 import type { Decision } from '../policy/decision.js';
 import { type Doc, timestampMs } from '../schema/fields.js';
-import type { ServiceContext } from '../store/context.js';
+import type { ServiceContext } from '../store/service.js';
 import { generatePassword, openPassword, readyPasswordKey, sealPassword } from './passwords.js';
+import { allOf } from './queries.js';
 import { type ChangeOp, type ChangeRole, changeTarget, planTarget } from './states.js';
-import { allOf } from './store.js';
 
 export { accountIdOf, deriveAccountName };
 

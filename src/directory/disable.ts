@@ -9,9 +9,9 @@ import { enforce } from '../policy/decide.js';
 import { whileAdministratorsHeld } from '../policy/rules.js';
 import type { Doc } from '../schema/fields.js';
 import type { Principal } from '../schema/principal.js';
-import type { ServiceContext } from '../store/context.js';
+import type { ServiceContext } from '../store/service.js';
 import { createChanges, transitionChange } from './changes.js';
-import { allOf } from './store.js';
+import { allOf } from './queries.js';
 
 /** The body of POST /users/:id/disable (docs/directory.md). */
 export interface DisableUserResult {

@@ -16,10 +16,10 @@ import { whileAdministratorsHeld } from '../policy/rules.js';
 import type { Doc } from '../schema/fields.js';
 import type { Principal } from '../schema/principal.js';
 import type { ObjectType } from '../schema/type.js';
-import type { ServiceContext } from '../store/context.js';
+import type { ServiceContext } from '../store/service.js';
 import { accountIdOf } from './changes.js';
 import { openPassword, sealPassword } from './passwords.js';
-import { allOf } from './store.js';
+import { allOf } from './queries.js';
 
 /**
  * Per-user records that move by rewriting user-ID fields: THE list a new per-user object type

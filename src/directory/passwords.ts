@@ -4,7 +4,7 @@ import { secretsKey } from '../auth/session/keys.js';
 import { ApiError } from '../core/errors.js';
 import { nowStamp } from '../groups/lifecycle.js';
 import { Account } from '../objects/account.js';
-import type { ServiceContext } from '../store/context.js';
+import type { ServiceContext } from '../store/service.js';
 
 /**
  * The initial-password policy (docs/directory.md): 20 characters drawn with the CSPRNG

@@ -2,7 +2,7 @@ import { AccountChangePlan } from '../objects/accountchangeplan.js';
 import type { Actor } from '../policy/actor.js';
 import { enforce } from '../policy/decide.js';
 import type { Principal } from '../schema/principal.js';
-import { type ServiceContext, writerOf } from '../store/context.js';
+import { type ServiceContext, writerOf } from '../store/service.js';
 import { createChanges, needsApproval, transitionPlan } from './changes.js';
 
 /** One suggested change, as POST /users/:id/accounts/suggest lists them. */

@@ -1,6 +1,6 @@
 import type { Doc } from '../schema/fields.js';
 import { refineAccountSuggestions, refineMergeSuggestions } from '../scripts/hooks.js';
-import type { ServiceContext } from '../store/context.js';
+import type { ServiceContext } from '../store/service.js';
 import type { UserMergeSuggestion } from './mergesuggest.js';
 import type { AccountSuggestion } from './suggest.js';
 

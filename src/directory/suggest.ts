@@ -3,9 +3,9 @@ import { AccountChange } from '../objects/accountchange.js';
 import { App } from '../objects/app.js';
 import { Membership } from '../objects/membership.js';
 import type { Doc } from '../schema/fields.js';
-import type { ServiceContext } from '../store/context.js';
+import type { ServiceContext } from '../store/service.js';
 import { accountIdOf, deriveAccountName } from './changes.js';
-import { allOf } from './store.js';
+import { allOf } from './queries.js';
 
 /** One suggested change: the body of an AccountChange, with why. */
 export interface AccountSuggestion {

@@ -4,7 +4,7 @@ import { typeByKind } from '../objects/registry.js';
 import { access } from '../policy/grants.js';
 import type { Doc } from '../schema/fields.js';
 import type { ObjectType } from '../schema/type.js';
-import type { ServiceContext } from '../store/context.js';
+import type { ServiceContext } from '../store/service.js';
 import { specialKind } from './kinds.js';
 import {
   CloseCodes,

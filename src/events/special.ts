@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger, FastifyRequest } from 'fastify';
 import type { Principal } from '../auth/principal.js';
-import type { ServiceContext } from '../store/context.js';
+import type { ServiceContext } from '../store/service.js';
 import type { ListItemFrame } from './protocol.js';
 
 /** What a special kind's source is given for one subscription. */

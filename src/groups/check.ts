@@ -6,7 +6,7 @@ import { Membership, membershipId } from '../objects/membership.js';
 import { TENANT_ID, Tenant } from '../objects/tenant.js';
 import { User } from '../objects/user.js';
 import { membershipCountsIn } from '../policy/memberships.js';
-import type { ServiceContext } from '../store/context.js';
+import type { ServiceContext } from '../store/service.js';
 import { applyOp, expireIfDue, expiryDue, groupSettings, type ReportedLocation } from './lifecycle.js';
 
 /** One entry of an access-check result (spec "AccessCheck result"). */

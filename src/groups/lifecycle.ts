@@ -7,8 +7,8 @@ import { User } from '../objects/user.js';
 import { enforce } from '../policy/decide.js';
 import { membershipCounts } from '../policy/memberships.js';
 import { type Doc, normalizeTimestamp, timestampMs, ZERO_TIME } from '../schema/fields.js';
-import type { ServiceContext } from '../store/context.js';
 import type { StoredObject } from '../store/objects.js';
+import type { ServiceContext } from '../store/service.js';
 import { type MemberOp, type Role, resolveTarget, rowsFor, type State, statesAllowing } from './states.js';
 
 const DAY_MS = 86_400_000;

@@ -5,9 +5,9 @@ import { Membership } from '../objects/membership.js';
 import { User } from '../objects/user.js';
 import { type Doc, ZERO_TIME } from '../schema/fields.js';
 import type { ObjectType } from '../schema/type.js';
-import type { ServiceContext } from '../store/context.js';
 import { iterateQuery } from '../store/find.js';
 import type { RawListQuery } from '../store/listquery.js';
+import type { ServiceContext } from '../store/service.js';
 import { expiryDue, type GroupSettings, groupSettings } from './lifecycle.js';
 
 /** The report's columns, in order (spec "Group approvals report", R-038). */

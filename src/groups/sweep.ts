@@ -1,7 +1,7 @@
 import { Group } from '../objects/group.js';
 import { Membership } from '../objects/membership.js';
 import { User } from '../objects/user.js';
-import { jobsOf, type ServiceContext } from '../store/context.js';
+import { jobsOf, type ServiceContext } from '../store/service.js';
 import { expireIfDue, expiryDue, groupSettings, nowStamp } from './lifecycle.js';
 import { iterateObjects } from './report.js';
 

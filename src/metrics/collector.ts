@@ -1,8 +1,8 @@
 import { sql } from 'kysely';
 import { Metric } from '../objects/metric.js';
 import { objectTypes } from '../objects/registry.js';
-import { jobsOf, type ServiceContext } from '../store/context.js';
 import type { ObjectStore } from '../store/objects.js';
+import { jobsOf, type ServiceContext } from '../store/service.js';
 import { collectFigures } from './figures.js';
 
 /** How often object counts are refreshed. */

@@ -3,8 +3,8 @@ import { authDb } from '../auth/session/db.js';
 import { markStaleAgents } from '../directory/agents.js';
 import { nowStamp } from '../groups/lifecycle.js';
 import { Metric } from '../objects/metric.js';
-import { perService, type ServiceContext, stateOf } from '../store/context.js';
 import type { ObjectStore } from '../store/objects.js';
+import { perService, type ServiceContext, stateOf } from '../store/service.js';
 
 /** One figure of the directory and sign-in metrics (docs/directory.md, "Metrics"). */
 export interface Figure {
@@ -131,7 +131,7 @@ export class SigninCounts {
   }
 }
 
-/** The service's sign-in counts not yet written (src/store/context.ts: one per service). */
+/** The service's sign-in counts not yet written (src/store/service.ts: one per service). */
 const SIGNIN_COUNTS = perService<SigninCounts, SigninCountsOwner>('sign-in counts', () => new SigninCounts());
 type SigninCountsOwner = Pick<ServiceContext, 'state'>;
 export const signinCountsOf = (ctx: SigninCountsOwner): SigninCounts => stateOf(ctx, SIGNIN_COUNTS);

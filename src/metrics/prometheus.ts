@@ -1,6 +1,6 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { factors } from '../auth/factors/index.js';
-import type { ServiceContext } from '../store/context.js';
+import type { ServiceContext } from '../store/service.js';
 import { databaseFigures, signinCountsOf } from './figures.js';
 
 /** The sign-in steps whose answers count as sign-ins: POST /auth/<factor>. */

@@ -6,7 +6,7 @@ import { Membership } from '../objects/membership.js';
 import { User } from '../objects/user.js';
 import { appIdServesUser } from '../policy/apps.js';
 import { membershipCounts } from '../policy/memberships.js';
-import type { ServiceContext } from '../store/context.js';
+import type { ServiceContext } from '../store/service.js';
 
 /** The session's integrity level (src/auth/integrity.ts) as an acr value, and back. */
 export const ACR_PREFIX = 'urn:gatehouse:level:';

@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import { type Adapter, type AdapterPayload, errors } from 'oidc-provider';
-import { perService, type ServiceContext, stateOf } from '../store/context.js';
+import { perService, type ServiceContext, stateOf } from '../store/service.js';
 import { oidcDb } from './db.js';
 
 /** Models whose rows belong to a grant: revoking the grant deletes them all. */
@@ -19,7 +19,7 @@ const DEFAULT_TTL_S = 365 * 86400;
 const SWEEP_EVERY = 100;
 
 type AdapterOwner = Pick<ServiceContext, 'db' | 'state'>;
-/** The service's writes to oidc_store, counted for the sweep (src/store/context.ts). */
+/** The service's writes to oidc_store, counted for the sweep (src/store/service.ts). */
 const WRITES = perService<{ count: number }, AdapterOwner>('OpenID Connect store writes', () => ({
   count: 0,
 }));

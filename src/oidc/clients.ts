@@ -2,7 +2,7 @@ import type { ClientMetadata } from 'oidc-provider';
 import { decryptSecret } from '../auth/factors/secrets.js';
 import { App } from '../objects/app.js';
 import type { Doc } from '../schema/fields.js';
-import type { ServiceContext } from '../store/context.js';
+import type { ServiceContext } from '../store/service.js';
 import { SIGNING_ALG } from './keys.js';
 
 /** Additional data bound into a client secret's encryption: the secret cannot be moved to another App. */

@@ -4,7 +4,7 @@ import { ApiError } from '../core/errors.js';
 import { App } from '../objects/app.js';
 import type { Actor } from '../policy/actor.js';
 import { enforce } from '../policy/decide.js';
-import type { ServiceContext } from '../store/context.js';
+import type { ServiceContext } from '../store/service.js';
 import { secretAad } from './clients.js';
 
 /**

@@ -1,5 +1,5 @@
 import type { Kysely } from 'kysely';
-import type { ServiceContext } from '../store/context.js';
+import type { ServiceContext } from '../store/service.js';
 
 /** Tables of migration 0005_oidc_provider (src/store/migrations.ts). */
 export interface OidcStoreTable {

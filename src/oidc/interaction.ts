@@ -6,7 +6,7 @@ import type { Session } from '../auth/session/sessions.js';
 import { User } from '../objects/user.js';
 import { appIdServesUser } from '../policy/apps.js';
 import type { Doc } from '../schema/fields.js';
-import type { ServiceContext } from '../store/context.js';
+import type { ServiceContext } from '../store/service.js';
 import { acrOf, amrOf } from './account.js';
 
 type Details = Awaited<ReturnType<Provider['interactionDetails']>>;

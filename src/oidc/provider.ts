@@ -17,7 +17,7 @@ import { parseListen } from '../config/setting.js';
 import { App } from '../objects/app.js';
 import { User } from '../objects/user.js';
 import { appIdServesUser } from '../policy/apps.js';
-import { perService, type ServiceContext, stateOf } from '../store/context.js';
+import { perService, type ServiceContext, stateOf } from '../store/service.js';
 import { ACR_VALUES, findAccountFor, levelOfAcr } from './account.js';
 import { StoreAdapter } from './adapter.js';
 import { clientOf, oidcSettings } from './clients.js';
@@ -226,7 +226,7 @@ interface Holder {
   /** A published key begins to sign then: the keys are loaded again from that moment. */
   nextChange?: number;
 }
-/** The service's provider, once built (src/store/context.ts). */
+/** The service's provider, once built (src/store/service.ts). */
 const PROVIDER = perService<{ holder?: Holder }>('OpenID Connect provider', () => ({}));
 
 async function build(ctx: ServiceContext, pages: ProviderPages, keys: object[]): Promise<Provider> {

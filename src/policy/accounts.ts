@@ -4,8 +4,8 @@ import { App } from '../objects/app.js';
 import { User } from '../objects/user.js';
 import type { Doc } from '../schema/fields.js';
 import type { ObjectType } from '../schema/type.js';
-import type { ServiceContext } from '../store/context.js';
 import { parseListQuery } from '../store/listquery.js';
+import type { ServiceContext } from '../store/service.js';
 import { allow, type Decision, deny } from './decision.js';
 
 /*

@@ -1,7 +1,7 @@
 import { App } from '../objects/app.js';
 import { User } from '../objects/user.js';
 import type { Doc } from '../schema/fields.js';
-import type { ServiceContext } from '../store/context.js';
+import type { ServiceContext } from '../store/service.js';
 import { all, allow, type Decision, deny } from './decision.js';
 import { type CountedFor, membershipCounts } from './memberships.js';
 import { userStanding } from './users.js';

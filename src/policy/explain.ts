@@ -6,7 +6,7 @@ import { objectTypes } from '../objects/registry.js';
 import { User } from '../objects/user.js';
 import type { Principal } from '../schema/principal.js';
 import type { Scope } from '../schema/type.js';
-import type { ServiceContext } from '../store/context.js';
+import type { ServiceContext } from '../store/service.js';
 import { describeActor, SYSTEM } from './actor.js';
 import { ACTIONS, decide } from './decide.js';
 import type { Decision } from './decision.js';

@@ -2,7 +2,7 @@ import { insideRegions } from '../core/regions.js';
 import { Group } from '../objects/group.js';
 import { Membership, membershipId } from '../objects/membership.js';
 import { type Doc, timestampMs } from '../schema/fields.js';
-import type { ServiceContext } from '../store/context.js';
+import type { ServiceContext } from '../store/service.js';
 
 const DAY_MS = 86_400_000;
 

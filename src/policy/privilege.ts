@@ -6,8 +6,8 @@ import { User } from '../objects/user.js';
 import type { Doc } from '../schema/fields.js';
 import type { Principal } from '../schema/principal.js';
 import type { Scope } from '../schema/type.js';
-import type { ServiceContext } from '../store/context.js';
 import { findWhere } from '../store/find.js';
+import type { ServiceContext } from '../store/service.js';
 import { allow, type Decision, deny } from './decision.js';
 
 /**

@@ -1,7 +1,7 @@
 import { ApiError } from '../core/errors.js';
 import { User } from '../objects/user.js';
 import { type Doc, normalize } from '../schema/fields.js';
-import type { ServiceContext } from '../store/context.js';
+import type { ServiceContext } from '../store/service.js';
 import { groupsOf, hasScripts, type RunOutcome, runHook, tenantOf } from './runner.js';
 
 /*

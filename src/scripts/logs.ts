@@ -2,9 +2,9 @@ import type { FastifyInstance } from 'fastify';
 import { ScriptLog } from '../objects/scriptlog.js';
 import { TENANT_ID, Tenant } from '../objects/tenant.js';
 import type { Doc } from '../schema/fields.js';
-import { jobsOf, perService, type ServiceContext, stateOf } from '../store/context.js';
 import { parseListQuery } from '../store/listquery.js';
 import type { StoredObject } from '../store/objects.js';
+import { jobsOf, perService, type ServiceContext, stateOf } from '../store/service.js';
 
 /** The fields of a ScriptLog as the runner fills them in (src/objects/scriptlog.ts). */
 export interface LogEntry {

@@ -6,9 +6,9 @@ import { SCRIPT_TENANT_FIELDS } from '../objects/scriptlimits.js';
 import { TENANT_ID, Tenant } from '../objects/tenant.js';
 import type { Doc } from '../schema/fields.js';
 import type { ObjectType } from '../schema/type.js';
-import { perService, type ServiceContext, stateOf } from '../store/context.js';
 import { iterateQuery, iterateWhere } from '../store/find.js';
 import type { RawListQuery } from '../store/listquery.js';
+import { perService, type ServiceContext, stateOf } from '../store/service.js';
 import { type LogEntry, recordRun } from './logs.js';
 import { HOST_LIMITS, sandboxPool } from './pool.js';
 import { redactInput } from './redact.js';
@@ -87,7 +87,7 @@ interface Cached {
 }
 /** Bound on how stale the cache may be when another instance changed a script. */
 const CACHE_MS = 5000;
-/** The service's cache, emptied by its store's commits (src/store/context.ts: one per service). */
+/** The service's cache, emptied by its store's commits (src/store/service.ts: one per service). */
 const SCRIPT_CACHE = perService<{ value?: Cached }>('enabled scripts cache', (ctx) => {
   const entry: { value?: Cached } = {};
   let seen = scriptWrites.count;

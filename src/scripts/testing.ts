@@ -1,6 +1,6 @@
 import { isDeepStrictEqual } from 'node:util';
 import type { Doc } from '../schema/fields.js';
-import type { ServiceContext } from '../store/context.js';
+import type { ServiceContext } from '../store/service.js';
 import { type LogEntry, writeLog } from './logs.js';
 import { entryOf, limitsOf, runSource, tenantOf } from './runner.js';
 

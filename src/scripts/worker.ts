@@ -1,3 +1,5 @@
+// Why ~430 lines: the worker thread runs this file's functions as source text joined by workerSource(),
+// and they call each other by name: they stay in one self-contained module (see below).
 import type { QuickJSContext, QuickJSHandle, QuickJSRuntime, QuickJSWASMModule } from 'quickjs-emscripten';
 
 /*

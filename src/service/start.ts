@@ -11,10 +11,10 @@ import { Jobs } from '../core/jobs.js';
 import { createLogger } from '../core/logger.js';
 import { scheduleMetrics } from '../metrics/collector.js';
 import { startPruner } from '../store/changelog.js';
-import { type ServiceContext, ServiceState } from '../store/context.js';
 import { type Db, openDb } from '../store/db.js';
 import { migrate } from '../store/migrations.js';
 import { ObjectStore } from '../store/objects.js';
+import { type ServiceContext, ServiceState } from '../store/service.js';
 import { bootstrap, createApiKey, setupLinkLines, setupLinkUrl, signinBaseFor } from './bootstrap.js';
 
 export interface RunningService {

@@ -19,7 +19,7 @@ import { Group } from '../objects/group.js';
 import { Membership } from '../objects/membership.js';
 import { User } from '../objects/user.js';
 import type { Doc } from '../schema/fields.js';
-import type { ServiceContext } from '../store/context.js';
+import type { ServiceContext } from '../store/service.js';
 import { formOf, guarded, localTime, OPTIONAL, page, reasonField, signedIn, toSignin } from './grouppages.js';
 
 /*

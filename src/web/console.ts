@@ -12,7 +12,7 @@ import { requiredLevel, tenantDoc } from '../auth/integrity.js';
 import { esc } from '../core/html.js';
 import { signinBase } from '../groups/check.js';
 import { User } from '../objects/user.js';
-import type { ServiceContext } from '../store/context.js';
+import type { ServiceContext } from '../store/service.js';
 import { assetUrl, serveBuiltFiles } from './bundle.js';
 import { ICON_LINKS } from './favicon.js';
 import { signinLocation } from './returnurl.js';

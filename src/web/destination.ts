@@ -2,7 +2,7 @@ import type { FastifyRequest } from 'fastify';
 import { ownOrigin } from '../auth/session/authenticator.js';
 import { App } from '../objects/app.js';
 import type { Doc } from '../schema/fields.js';
-import type { ServiceContext } from '../store/context.js';
+import type { ServiceContext } from '../store/service.js';
 import { BACKCHANNEL } from '../wire/proxy.js';
 
 /** The proxy's way in: the back channel's browser step (src/api/backchannel.ts) with ?app=<App ID>. */

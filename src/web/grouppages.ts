@@ -8,7 +8,7 @@ import { signinBase } from '../groups/check.js';
 import { actsAsUser } from '../groups/lifecycle.js';
 import { iterateObjects } from '../groups/report.js';
 import { App } from '../objects/app.js';
-import type { ServiceContext } from '../store/context.js';
+import type { ServiceContext } from '../store/service.js';
 import { sendHtml } from './errorpage.js';
 import { layout } from './pages.js';
 

@@ -16,7 +16,7 @@ import { rowsFor } from '../groups/states.js';
 import { Group } from '../objects/group.js';
 import { Membership, membershipId } from '../objects/membership.js';
 import type { Doc } from '../schema/fields.js';
-import type { ServiceContext } from '../store/context.js';
+import type { ServiceContext } from '../store/service.js';
 import { registerApprovalsPage } from './approvals.js';
 import {
   formOf,

@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { signinBase } from '../groups/check.js';
-import type { ServiceContext } from '../store/context.js';
+import type { ServiceContext } from '../store/service.js';
 import { etagOf, FAVICON_ICO, FAVICON_SVG } from './favicon.js';
 
 /** The package's version (src/web/ and dist/web/ are both two levels below package.json). */

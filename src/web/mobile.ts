@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { tenantDoc } from '../auth/integrity.js';
-import type { ServiceContext } from '../store/context.js';
+import type { ServiceContext } from '../store/service.js';
 import { assetText } from './bundle.js';
 import { MOBILE_MANIFEST } from './mobileui.js';
 import { mobilePage } from './pages.js';

@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { listProviders } from '../auth/factors/oauth2rp/provider.js';
 import { relyingParty } from '../auth/factors/u2f/credentials.js';
 import { tenantDoc } from '../auth/integrity.js';
-import type { ServiceContext } from '../store/context.js';
+import type { ServiceContext } from '../store/service.js';
 import { registerPageAssets } from './bundle.js';
 import { destinationName } from './destination.js';
 import { sendHtml } from './errorpage.js';

@@ -6,7 +6,7 @@ import { completeSetupLink, linkGone, setupLinkUser } from '../auth/setuplinks.j
 import { ApiError } from '../core/errors.js';
 import { esc } from '../core/html.js';
 import { User } from '../objects/user.js';
-import type { ServiceContext } from '../store/context.js';
+import type { ServiceContext } from '../store/service.js';
 import { sendHtml } from './errorpage.js';
 import { layout } from './pages.js';
 

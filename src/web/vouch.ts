@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { magicWords } from '../auth/factors/vouch/words.js';
 import { tenantDoc } from '../auth/integrity.js';
 import { esc } from '../core/html.js';
-import type { ServiceContext } from '../store/context.js';
+import type { ServiceContext } from '../store/service.js';
 import { assetUrl } from './bundle.js';
 import { ICON_LINKS } from './favicon.js';
 import { safeReturnUrl } from './returnurl.js';

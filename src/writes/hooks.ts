@@ -8,9 +8,9 @@ import type { Principal } from '../schema/principal.js';
 import type { ObjectType } from '../schema/type.js';
 import { groupMembershipHook, userWriteHook } from '../scripts/hooks.js';
 import { groupsOf, hasScripts } from '../scripts/runner.js';
-import type { ServiceContext } from '../store/context.js';
 import { iterateWhere } from '../store/find.js';
 import type { StoredObject } from '../store/objects.js';
+import type { ServiceContext } from '../store/service.js';
 
 /**
  * Before a User is created or updated through the API: the user-write scripts may set fields (the

@@ -4,8 +4,8 @@ import { checkFieldRules, FIELD_RULES } from '../policy/grants.js';
 import { whileAdministratorsHeld } from '../policy/rules.js';
 import { type Doc, defaultOf, normalize, refuseFractionalSeconds } from '../schema/fields.js';
 import type { ObjectType } from '../schema/type.js';
-import type { ServiceContext } from '../store/context.js';
 import { etagMatches, type StoredObject } from '../store/objects.js';
+import type { ServiceContext } from '../store/service.js';
 import type { ObjectWriter, WriteRequest, WriteResult } from '../store/writer.js';
 import { afterObjectWrite, beforeObjectWrite } from './hooks.js';
 

@@ -9,10 +9,10 @@ import { AccountChange } from '../../src/objects/accountchange.js';
 import { App } from '../../src/objects/app.js';
 import { RemoteAgent } from '../../src/objects/remoteagent.js';
 import { User } from '../../src/objects/user.js';
-import type { ServiceContext } from '../../src/store/context.js';
 import { openDb } from '../../src/store/db.js';
 import { migrate } from '../../src/store/migrations.js';
 import { ObjectStore } from '../../src/store/objects.js';
+import type { ServiceContext } from '../../src/store/service.js';
 import { backends, freshLocation } from '../helpers.js';
 
 /**

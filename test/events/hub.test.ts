@@ -6,7 +6,7 @@ import { loadServiceConfig } from '../../src/config/index.js';
 import { EventHub, type EventSocket } from '../../src/events/hub.js';
 import { Group } from '../../src/objects/group.js';
 import { User } from '../../src/objects/user.js';
-import type { ServiceContext } from '../../src/store/context.js';
+import type { ServiceContext } from '../../src/store/service.js';
 import { backends, freshStore } from '../helpers.js';
 import { FakeSocket } from './client.js';
 

@@ -3,16 +3,16 @@ import type { FastifyInstance } from 'fastify';
 import pino from 'pino';
 import { createServer } from '../../src/api/server.js';
 import { loadServiceConfig } from '../../src/config/index.js';
-import type { ServiceState } from '../../src/store/context.js';
 import { type Db, openDb } from '../../src/store/db.js';
 import { migrate } from '../../src/store/migrations.js';
 import { ObjectStore } from '../../src/store/objects.js';
+import type { ServiceState } from '../../src/store/service.js';
 
 export interface Instance {
   app: FastifyInstance;
   store: ObjectStore;
   db: Db;
-  /** The service's own state (its session and audit buses, caches): src/store/context.ts. */
+  /** The service's own state (its session and audit buses, caches): src/store/service.ts. */
   state: ServiceState | undefined;
   url: string;
 }

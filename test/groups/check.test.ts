@@ -3,7 +3,7 @@ import { loadServiceConfig } from '../../src/config/index.js';
 import { allowedNext, checkMembership, markUsed } from '../../src/groups/check.js';
 import { sweepMemberships } from '../../src/groups/sweep.js';
 import { Membership } from '../../src/objects/membership.js';
-import type { ServiceContext } from '../../src/store/context.js';
+import type { ServiceContext } from '../../src/store/service.js';
 import { backends, jsonLines, startTestService, type TestService } from '../helpers.js';
 import { setTenant } from '../kit/index.js';
 import { create, op, person } from './fixture.js';

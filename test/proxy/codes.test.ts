@@ -1,8 +1,8 @@
 import { describe, expect, it, vi } from 'vitest';
 import { CODE_TTL_MS, issueCode, redeemCode } from '../../src/backchannel/codes.js';
-import type { ServiceContext } from '../../src/store/context.js';
 import { openDb } from '../../src/store/db.js';
 import { migrate } from '../../src/store/migrations.js';
+import type { ServiceContext } from '../../src/store/service.js';
 import { backends, freshLocation } from '../helpers.js';
 
 describe.each(backends())('proxy sign-in codes on %s', (backend) => {

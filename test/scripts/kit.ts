@@ -2,7 +2,7 @@ import pino from 'pino';
 import { expect } from 'vitest';
 import { loadServiceConfig } from '../../src/config/index.js';
 import { flushScriptLogs } from '../../src/scripts/logs.js';
-import type { ServiceContext } from '../../src/store/context.js';
+import type { ServiceContext } from '../../src/store/service.js';
 import { jsonLines, type TestService } from '../helpers.js';
 
 /** Shared steps of the scripts tests. */

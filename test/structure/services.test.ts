@@ -4,7 +4,7 @@ import { authenticateApiKey } from '../../src/auth/apikeys.js';
 import { keyCacheOf } from '../../src/auth/keycache.js';
 import { sessionEventsOf } from '../../src/auth/session/sessions.js';
 import { hashApiKey } from '../../src/objects/apikey.js';
-import { jobsOf } from '../../src/store/context.js';
+import { jobsOf } from '../../src/store/service.js';
 import { backends, startTestService, type TestService } from '../helpers.js';
 import { account, signIn } from '../kit/index.js';
 

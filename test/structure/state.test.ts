@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 
 /*
  * Module state (docs/architecture.md, "Module state"): what lives as long as a service belongs to
- * the service object (src/store/context.ts: its `state` and `jobs`), so two services in one
+ * the service object (src/store/service.ts: its `state` and `jobs`), so two services in one
  * process share nothing. What stays at module level is a true process singleton or a per-request
  * side table, and says so: `// module-state: <reason>` on the line right before its declaration.
  *

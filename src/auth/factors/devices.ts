@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { User } from '../../objects/user.js';
 import type { Doc } from '../../schema/fields.js';
-import type { ServiceContext } from '../../store/context.js';
+import type { ServiceContext } from '../../store/service.js';
 import { TRUSTED_DEVICES } from '../throttle.js';
 
 /**

@@ -1,5 +1,5 @@
 import { ApiError } from '../../core/errors.js';
-import type { ServiceContext } from '../../store/context.js';
+import type { ServiceContext } from '../../store/service.js';
 import { completeSignIn } from '../session/complete.js';
 import { mutateSession, sessionById } from '../session/sessions.js';
 

@@ -1,6 +1,6 @@
 import { ApiError } from '../../core/errors.js';
 import { User } from '../../objects/user.js';
-import type { ServiceContext } from '../../store/context.js';
+import type { ServiceContext } from '../../store/service.js';
 import { tenantDoc } from '../integrity.js';
 import {
   attemptOf,

@@ -1,7 +1,7 @@
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import { hash, verify } from '@node-rs/argon2';
 import { ARGON2_OPTIONS } from '../../core/hashing.js';
-import type { ServiceContext } from '../../store/context.js';
+import type { ServiceContext } from '../../store/service.js';
 import { secretsKey } from '../session/keys.js';
 
 export const hashSecret = (s: string) => hash(s, ARGON2_OPTIONS);

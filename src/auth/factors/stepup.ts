@@ -3,7 +3,7 @@ import { ApiError } from '../../core/errors.js';
 import { User } from '../../objects/user.js';
 import { decide } from '../../policy/decide.js';
 import type { Doc } from '../../schema/fields.js';
-import type { ServiceContext } from '../../store/context.js';
+import type { ServiceContext } from '../../store/service.js';
 import {
   type FactorKind,
   LEVEL_NAMES,

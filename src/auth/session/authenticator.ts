@@ -1,7 +1,7 @@
 import type { FastifyRequest } from 'fastify';
 import { ApiError, type ErrorBody } from '../../core/errors.js';
 import { User } from '../../objects/user.js';
-import type { ServiceContext } from '../../store/context.js';
+import type { ServiceContext } from '../../store/service.js';
 import { userUsable } from '../apikeys.js';
 import { deviceTag } from '../factors/devices.js';
 import { classify, isSafeMethod, Level, provenLevel, requiredLevel, tenantDoc } from '../integrity.js';

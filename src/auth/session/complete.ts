@@ -6,7 +6,7 @@ import { all, allow, type Decision, deny } from '../../policy/decision.js';
 import { userStanding } from '../../policy/users.js';
 import type { Doc } from '../../schema/fields.js';
 import { signInDecision } from '../../scripts/hooks.js';
-import type { ServiceContext } from '../../store/context.js';
+import type { ServiceContext } from '../../store/service.js';
 import { LEVEL_NAMES, levelOf, locationCap, requiredLevel, sessionFloor, tenantDoc } from '../integrity.js';
 import { ensureSession, mutateRequestSession, type Session, type SessionData } from './sessions.js';
 

@@ -1,6 +1,6 @@
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { exportJWK, generateKeyPair, importJWK, type JWK } from 'jose';
-import { perService, type ServiceContext, stateOf } from '../../store/context.js';
+import { perService, type ServiceContext, stateOf } from '../../store/service.js';
 import { authDb } from './db.js';
 
 /**
@@ -31,7 +31,7 @@ export interface IntentKeys {
 }
 
 type KeyOwner = Pick<ServiceContext, 'db' | 'state'>;
-/** The service's loaded keys, by name (src/store/context.ts: one per service). */
+/** The service's loaded keys, by name (src/store/service.ts: one per service). */
 const LOADED_KEYS = perService<Map<string, Promise<unknown>>, KeyOwner>('server keys', () => new Map());
 function cached<T>(ctx: KeyOwner, name: string, load: () => Promise<T>): Promise<T> {
   const m = stateOf(ctx, LOADED_KEYS);

@@ -2,8 +2,8 @@ import { createHash, randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError } from '../../core/errors.js';
-import { perService, type ServiceContext, stateOf } from '../../store/context.js';
 import { newId } from '../../store/objects.js';
+import { perService, type ServiceContext, stateOf } from '../../store/service.js';
 import { Level, levelOf, locationCap, sessionFloor, tenantDoc } from '../integrity.js';
 import { clearSessionCookie, serviceCookies, setDeviceCookie, setSessionCookie } from './cookies.js';
 import { authDb, type SessionsTable } from './db.js';
@@ -56,7 +56,7 @@ const TOUCH_MS = 30_000;
 /**
  * Emits 'change' with {userId, sessionId, deleted} after every session write of this service (for
  * the event stream's Auth and OtherSession kinds). Other instances' writes are not seen here, nor
- * another service's in the same process: the bus is the service's (src/store/context.ts).
+ * another service's in the same process: the bus is the service's (src/store/service.ts).
  */
 const SESSION_EVENTS = perService<EventEmitter, Ctx>('session events', () => {
   const bus = new EventEmitter();

@@ -1,4 +1,4 @@
-import type { ServiceContext } from '../../store/context.js';
+import type { ServiceContext } from '../../store/service.js';
 import { sessionByToken } from './sessions.js';
 
 // What other parts of the service may learn of a session from its cookie token.

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { allowedEndpoint } from '../../../src/auth/factors/mobile/sender.js';
 import { linkBase } from '../../../src/auth/factors/otp/message.js';
 import { loadServiceConfig } from '../../../src/config/index.js';
-import type { ServiceContext } from '../../../src/store/context.js';
+import type { ServiceContext } from '../../../src/store/service.js';
 
 const load = (env: Record<string, string>) => loadServiceConfig({ env });
 const base = (env: Record<string, string>, tenant: Record<string, unknown> = {}) =>

@@ -5,7 +5,7 @@ import { ActivationCode } from '../../../objects/activationcode.js';
 import { Membership, membershipId } from '../../../objects/membership.js';
 import { User } from '../../../objects/user.js';
 import { type Doc, timestampMs } from '../../../schema/fields.js';
-import type { ServiceContext } from '../../../store/context.js';
+import type { ServiceContext } from '../../../store/service.js';
 import { Level, tenantDoc } from '../../integrity.js';
 import {
   attemptOf,

@@ -1,6 +1,6 @@
 import webpush from 'web-push';
 import { splitList } from '../../../config/server.js';
-import type { ServiceContext } from '../../../store/context.js';
+import type { ServiceContext } from '../../../store/service.js';
 import { vapidKeys } from '../../session/keys.js';
 import type { MobileDevice } from './store.js';
 

@@ -1,8 +1,8 @@
 import { createHash, randomBytes, randomInt, timingSafeEqual } from 'node:crypto';
 import { User } from '../../../objects/user.js';
 import type { Doc } from '../../../schema/fields.js';
-import type { ServiceContext } from '../../../store/context.js';
 import { newId } from '../../../store/objects.js';
+import type { ServiceContext } from '../../../store/service.js';
 
 /** A browser or installed web app that registered a Web Push subscription (`MobileDevices`). */
 export interface MobileDevice {

@@ -2,7 +2,7 @@ import { ApiError } from '../../../core/errors.js';
 import { User } from '../../../objects/user.js';
 import { SYSTEM } from '../../../policy/actor.js';
 import type { Doc } from '../../../schema/fields.js';
-import { type ServiceContext, writerOf } from '../../../store/context.js';
+import { type ServiceContext, writerOf } from '../../../store/service.js';
 import { userUsable } from '../../apikeys.js';
 import { tenantDoc } from '../../integrity.js';
 import { addLink, findLink, touchLink } from './store.js';

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { ApiError } from '../../../core/errors.js';
-import type { ServiceContext } from '../../../store/context.js';
+import type { ServiceContext } from '../../../store/service.js';
 import { decryptSecret, encryptSecret } from '../secrets.js';
 
 /*

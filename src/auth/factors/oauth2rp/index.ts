@@ -14,7 +14,7 @@ import { esc } from '../../../core/html.js';
 import { isLocalReturnPath } from '../../../core/returnurl.js';
 import { decide } from '../../../policy/decide.js';
 import type { Doc } from '../../../schema/fields.js';
-import type { ServiceContext } from '../../../store/context.js';
+import type { ServiceContext } from '../../../store/service.js';
 import { ownOrigin } from '../../session/authenticator.js';
 import { completeSignIn } from '../../session/complete.js';
 import {

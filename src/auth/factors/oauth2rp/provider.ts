@@ -12,9 +12,9 @@ import { ApiError } from '../../../core/errors.js';
 import { httpsOrLoopback } from '../../../core/url.js';
 import { App } from '../../../objects/app.js';
 import type { Doc } from '../../../schema/fields.js';
-import { perService, type ServiceContext, stateOf } from '../../../store/context.js';
 import { parseListQuery } from '../../../store/listquery.js';
 import type { StoredObject } from '../../../store/objects.js';
+import { perService, type ServiceContext, stateOf } from '../../../store/service.js';
 import { openClientSecret } from './clientsecret.js';
 
 /** How long a provider may take to answer one request (discovery, token, user info, keys). */
@@ -63,7 +63,7 @@ export function providerSettings(doc: Doc): Doc | undefined {
  */
 export const secureEnough = httpsOrLoopback;
 
-/** The service's discovered providers, by App ID and ETag (src/store/context.ts). */
+/** The service's discovered providers, by App ID and ETag (src/store/service.ts). */
 const DISCOVERED = perService('OAuth 2.0 provider discovery cache', () => {
   return new Map<string, { at: number; config: Promise<Configuration> }>();
 });

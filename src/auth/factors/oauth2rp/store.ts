@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { Kysely } from 'kysely';
-import type { ServiceContext } from '../../../store/context.js';
 import { newId } from '../../../store/objects.js';
+import type { ServiceContext } from '../../../store/service.js';
 import { decryptSecret, encryptSecret } from '../secrets.js';
 
 /**

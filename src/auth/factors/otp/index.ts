@@ -3,7 +3,7 @@ import { ApiError } from '../../../core/errors.js';
 import { User } from '../../../objects/user.js';
 import { enforce } from '../../../policy/decide.js';
 import type { Doc } from '../../../schema/fields.js';
-import type { ServiceContext } from '../../../store/context.js';
+import type { ServiceContext } from '../../../store/service.js';
 import { tenantDoc } from '../../integrity.js';
 import { type RateLimit, takeRequest } from '../../ratelimit.js';
 import { deleteSession, requestSession, sessionById } from '../../session/sessions.js';

@@ -1,7 +1,7 @@
 import { parseListen } from '../../../config/setting.js';
 import { esc } from '../../../core/html.js';
 import type { Doc } from '../../../schema/fields.js';
-import type { ServiceContext } from '../../../store/context.js';
+import type { ServiceContext } from '../../../store/service.js';
 import type { PendingLink } from './links.js';
 import type { Message } from './mailer.js';
 

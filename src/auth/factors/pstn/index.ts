@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { ApiError } from '../../../core/errors.js';
 import { User } from '../../../objects/user.js';
 import { enforce } from '../../../policy/decide.js';
-import type { ServiceContext } from '../../../store/context.js';
+import type { ServiceContext } from '../../../store/service.js';
 import { tenantDoc } from '../../integrity.js';
 import { type RateLimit, takeRequest } from '../../ratelimit.js';
 import {

@@ -1,8 +1,8 @@
 import { randomInt } from 'node:crypto';
 import { User } from '../../../objects/user.js';
 import type { Doc } from '../../../schema/fields.js';
-import type { ServiceContext } from '../../../store/context.js';
 import { newId } from '../../../store/objects.js';
+import type { ServiceContext } from '../../../store/service.js';
 import { hashSecret, verifySecret } from '../secrets.js';
 import type { PstnMode } from './provider.js';
 

@@ -3,7 +3,7 @@ import QRCode from 'qrcode';
 import { ApiError } from '../../../core/errors.js';
 import { formBody } from '../../../core/routeschema.js';
 import { User } from '../../../objects/user.js';
-import type { ServiceContext } from '../../../store/context.js';
+import type { ServiceContext } from '../../../store/service.js';
 import { tenantDoc } from '../../integrity.js';
 import {
   attemptOf,

@@ -1,7 +1,7 @@
 import { isIP } from 'node:net';
 import { ApiError } from '../../../core/errors.js';
 import type { Doc } from '../../../schema/fields.js';
-import type { ServiceContext } from '../../../store/context.js';
+import type { ServiceContext } from '../../../store/service.js';
 import { tenantDoc } from '../../integrity.js';
 
 /**

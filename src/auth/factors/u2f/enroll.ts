@@ -3,15 +3,16 @@ import {
   type RegistrationResponseJSON,
   verifyRegistrationResponse,
 } from '@simplewebauthn/server';
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError } from '../../../core/errors.js';
 import { err, type RouteSchema } from '../../../core/routeschema.js';
 import { User } from '../../../objects/user.js';
 import { enforce } from '../../../policy/decide.js';
-import type { ServiceContext } from '../../../store/context.js';
+import type { ServiceContext } from '../../../store/service.js';
 import { mutateRequestSession, requestSession } from '../../session/sessions.js';
 import { jsonBody } from '../factor.js';
 import { type CredentialChange, credentialChange, credentialChanged } from '../stepup.js';
+import { storeChallenge } from './challenge.js';
 import {
   CHALLENGE_MS,
   credentialsOf,
@@ -71,127 +72,13 @@ export function registerEnrolment(app: FastifyInstance, ctx: ServiceContext) {
     return reply.code(200).send({ Credentials: list });
   });
 
-  app.post('/auth/enroll/u2f', { schema: POST_AUTH_ENROLL_U2F }, async (req, reply) => {
-    const change = await credentialChange(req, ctx, 'u2f', 'set');
-    ownSession(change);
-    const rp = await relyingParty(ctx);
-    const user = await ctx.store.get(User, change.userId);
-    if (!user) throw new ApiError('NotFound', `User ${change.userId} does not exist`);
-    const existing = credentialsOf(await ctx.store.getSecret(User, change.userId));
-    if (existing.length >= MAX_CREDENTIALS)
-      throw new ApiError('Conflict', `at most ${MAX_CREDENTIALS} security keys per user: remove one first`);
-    const email = String(user.doc.Email || user.doc.UserName || user.id);
-    const fullName = (user.doc.Name as { FullName?: unknown } | undefined)?.FullName;
-    const options = await generateRegistrationOptions({
-      rpName: rp.name,
-      rpID: rp.id,
-      userName: email,
-      userID: userHandle(user.id),
-      userDisplayName: typeof fullName === 'string' && fullName !== '' ? fullName : email,
-      timeout: CHALLENGE_MS,
-      attestationType: 'none',
-      excludeCredentials: existing.map((c) => ({ id: c.ID, transports: c.Transports })),
-      authenticatorSelection: { residentKey: 'preferred', userVerification: 'preferred' },
-      extensions: { credProps: true },
-    });
-    const { session } = await requestSession(req, ctx);
-    if (!session) throw new ApiError('Unauthenticated', 'authentication required');
-    await mutateRequestSession(req, reply, ctx, session.id, (cur) => ({
-      ...cur,
-      data: {
-        ...cur.data,
-        WebAuthn: {
-          Challenge: options.challenge,
-          Expires: Date.now() + CHALLENGE_MS,
-          UserID: change.userId,
-          Purpose: 'register',
-        },
-      },
-    }));
-    reply.header('Cache-Control', 'no-store');
-    return reply.code(200).type('application/json').send(JSON.stringify(options));
-  });
+  app.post('/auth/enroll/u2f', { schema: POST_AUTH_ENROLL_U2F }, (req, reply) =>
+    startRegistration(req, reply, ctx),
+  );
 
-  app.post('/auth/enroll/u2f/confirm', { schema: POST_AUTH_ENROLL_U2F_CONFIRM }, async (req, reply) => {
-    const change = await credentialChange(req, ctx, 'u2f', 'set');
-    ownSession(change);
-    const body = jsonBody(req);
-    const response = body.Credential as RegistrationResponseJSON | undefined;
-    if (response === null || typeof response !== 'object' || typeof response.id !== 'string')
-      throw new ApiError('InvalidField', "Credential must be the browser's PublicKeyCredential JSON", {
-        field: 'Credential',
-      });
-    const { session } = await requestSession(req, ctx);
-    const pending = session?.data.WebAuthn;
-    if (!session || !pending || pending.Purpose !== 'register' || pending.UserID !== change.userId)
-      throw new ApiError(
-        'Conflict',
-        'no security-key registration is in progress: POST /auth/enroll/u2f first',
-      );
-    // Single use: the challenge goes whatever the outcome.
-    await mutateRequestSession(req, reply, ctx, session.id, (cur) => {
-      if (cur.data.WebAuthn?.Challenge !== pending.Challenge)
-        throw new ApiError('Conflict', 'the registration was already answered: POST /auth/enroll/u2f again');
-      const { WebAuthn: _, ...data } = cur.data;
-      return { ...cur, data };
-    });
-    if (pending.Expires < Date.now())
-      throw new ApiError('Conflict', 'the registration has expired: POST /auth/enroll/u2f again');
-    const rp = await relyingParty(ctx);
-    let info: NonNullable<Awaited<ReturnType<typeof verifyRegistrationResponse>>['registrationInfo']>;
-    try {
-      const v = await verifyRegistrationResponse({
-        response,
-        expectedChallenge: pending.Challenge,
-        expectedOrigin: rp.origin,
-        expectedRPID: rp.id,
-        requireUserVerification: false,
-      });
-      if (!v.verified) throw new Error('not verified');
-      info = v.registrationInfo;
-    } catch (e) {
-      req.log.warn({ userId: change.userId, reason: (e as Error).message }, 'WebAuthn registration refused');
-      throw new ApiError('BadRequest', "the security key's answer does not verify for this site", {
-        field: 'Credential',
-      });
-    }
-    const transports = Array.isArray(response.response?.transports)
-      ? response.response.transports.filter((t): t is string => typeof t === 'string').slice(0, 8)
-      : [];
-    const now = new Date().toISOString();
-    let stored: StoredCredential | undefined;
-    await ctx.store.systemPut(User, change.userId, (doc, s) => {
-      if (!doc) throw new ApiError('NotFound', `User ${change.userId} does not exist`);
-      const list = credentialsOf(s);
-      if (list.some((c) => c.ID === info.credential.id))
-        throw new ApiError('Conflict', 'this security key is registered already');
-      if (list.length >= MAX_CREDENTIALS)
-        throw new ApiError('Conflict', `at most ${MAX_CREDENTIALS} security keys per user: remove one first`);
-      stored = {
-        ID: info.credential.id,
-        PublicKey: Buffer.from(info.credential.publicKey).toString('base64url'),
-        Counter: info.credential.counter,
-        Transports: transports,
-        UserVerified: info.userVerified,
-        DeviceBound: info.credentialDeviceType === 'singleDevice',
-        Discoverable: response.clientExtensionResults?.credProps?.rk === true,
-        Name: cleanName(body.Name, list.length + 1),
-        AAGUID: info.aaguid,
-        CreateTime: now,
-        LastUsed: '',
-      };
-      return { doc, secret: { ...s, WebAuthnCredentials: [...list, stored] } };
-    });
-    if (!stored) throw new ApiError('Internal', 'the key was not stored');
-    await credentialChanged(
-      req,
-      reply,
-      ctx,
-      change,
-      proofName(stored, stored.UserVerified, stored.DeviceBound),
-    );
-    return reply.code(200).send(publicView(stored));
-  });
+  app.post('/auth/enroll/u2f/confirm', { schema: POST_AUTH_ENROLL_U2F_CONFIRM }, (req, reply) =>
+    confirmRegistration(req, reply, ctx),
+  );
 
   app.delete('/auth/enroll/u2f/:id', { schema: DELETE_AUTH_ENROLL_U2F_ID }, async (req, reply) => {
     const change = await credentialChange(req, ctx, 'u2f', 'remove');
@@ -207,6 +94,123 @@ export function registerEnrolment(app: FastifyInstance, ctx: ServiceContext) {
     await credentialChanged(req, reply, ctx, change, 'u2f');
     return reply.code(204).send();
   });
+}
+
+/** POST /auth/enroll/u2f: the creation options, with the challenge pending on the session. */
+async function startRegistration(req: FastifyRequest, reply: FastifyReply, ctx: ServiceContext) {
+  const change = await credentialChange(req, ctx, 'u2f', 'set');
+  ownSession(change);
+  const rp = await relyingParty(ctx);
+  const user = await ctx.store.get(User, change.userId);
+  if (!user) throw new ApiError('NotFound', `User ${change.userId} does not exist`);
+  const existing = credentialsOf(await ctx.store.getSecret(User, change.userId));
+  if (existing.length >= MAX_CREDENTIALS)
+    throw new ApiError('Conflict', `at most ${MAX_CREDENTIALS} security keys per user: remove one first`);
+  const email = String(user.doc.Email || user.doc.UserName || user.id);
+  const fullName = (user.doc.Name as { FullName?: unknown } | undefined)?.FullName;
+  const options = await generateRegistrationOptions({
+    rpName: rp.name,
+    rpID: rp.id,
+    userName: email,
+    userID: userHandle(user.id),
+    userDisplayName: typeof fullName === 'string' && fullName !== '' ? fullName : email,
+    timeout: CHALLENGE_MS,
+    attestationType: 'none',
+    excludeCredentials: existing.map((c) => ({ id: c.ID, transports: c.Transports })),
+    authenticatorSelection: { residentKey: 'preferred', userVerification: 'preferred' },
+    extensions: { credProps: true },
+  });
+  const { session } = await requestSession(req, ctx);
+  if (!session) throw new ApiError('Unauthenticated', 'authentication required');
+  await storeChallenge(req, reply, ctx, session.id, {
+    challenge: options.challenge,
+    userId: change.userId,
+    purpose: 'register',
+  });
+  reply.header('Cache-Control', 'no-store');
+  return reply.code(200).type('application/json').send(JSON.stringify(options));
+}
+
+/** POST /auth/enroll/u2f/confirm: verifies the browser's answer to the pending challenge and stores the key. */
+async function confirmRegistration(req: FastifyRequest, reply: FastifyReply, ctx: ServiceContext) {
+  const change = await credentialChange(req, ctx, 'u2f', 'set');
+  ownSession(change);
+  const body = jsonBody(req);
+  const response = body.Credential as RegistrationResponseJSON | undefined;
+  if (response === null || typeof response !== 'object' || typeof response.id !== 'string')
+    throw new ApiError('InvalidField', "Credential must be the browser's PublicKeyCredential JSON", {
+      field: 'Credential',
+    });
+  const { session } = await requestSession(req, ctx);
+  const pending = session?.data.WebAuthn;
+  if (!session || !pending || pending.Purpose !== 'register' || pending.UserID !== change.userId)
+    throw new ApiError(
+      'Conflict',
+      'no security-key registration is in progress: POST /auth/enroll/u2f first',
+    );
+  // Single use: the challenge goes whatever the outcome.
+  await mutateRequestSession(req, reply, ctx, session.id, (cur) => {
+    if (cur.data.WebAuthn?.Challenge !== pending.Challenge)
+      throw new ApiError('Conflict', 'the registration was already answered: POST /auth/enroll/u2f again');
+    const { WebAuthn: _, ...data } = cur.data;
+    return { ...cur, data };
+  });
+  if (pending.Expires < Date.now())
+    throw new ApiError('Conflict', 'the registration has expired: POST /auth/enroll/u2f again');
+  const rp = await relyingParty(ctx);
+  let info: NonNullable<Awaited<ReturnType<typeof verifyRegistrationResponse>>['registrationInfo']>;
+  try {
+    const v = await verifyRegistrationResponse({
+      response,
+      expectedChallenge: pending.Challenge,
+      expectedOrigin: rp.origin,
+      expectedRPID: rp.id,
+      requireUserVerification: false,
+    });
+    if (!v.verified) throw new Error('not verified');
+    info = v.registrationInfo;
+  } catch (e) {
+    req.log.warn({ userId: change.userId, reason: (e as Error).message }, 'WebAuthn registration refused');
+    throw new ApiError('BadRequest', "the security key's answer does not verify for this site", {
+      field: 'Credential',
+    });
+  }
+  const transports = Array.isArray(response.response?.transports)
+    ? response.response.transports.filter((t): t is string => typeof t === 'string').slice(0, 8)
+    : [];
+  const now = new Date().toISOString();
+  let stored: StoredCredential | undefined;
+  await ctx.store.systemPut(User, change.userId, (doc, s) => {
+    if (!doc) throw new ApiError('NotFound', `User ${change.userId} does not exist`);
+    const list = credentialsOf(s);
+    if (list.some((c) => c.ID === info.credential.id))
+      throw new ApiError('Conflict', 'this security key is registered already');
+    if (list.length >= MAX_CREDENTIALS)
+      throw new ApiError('Conflict', `at most ${MAX_CREDENTIALS} security keys per user: remove one first`);
+    stored = {
+      ID: info.credential.id,
+      PublicKey: Buffer.from(info.credential.publicKey).toString('base64url'),
+      Counter: info.credential.counter,
+      Transports: transports,
+      UserVerified: info.userVerified,
+      DeviceBound: info.credentialDeviceType === 'singleDevice',
+      Discoverable: response.clientExtensionResults?.credProps?.rk === true,
+      Name: cleanName(body.Name, list.length + 1),
+      AAGUID: info.aaguid,
+      CreateTime: now,
+      LastUsed: '',
+    };
+    return { doc, secret: { ...s, WebAuthnCredentials: [...list, stored] } };
+  });
+  if (!stored) throw new ApiError('Internal', 'the key was not stored');
+  await credentialChanged(
+    req,
+    reply,
+    ctx,
+    change,
+    proofName(stored, stored.UserVerified, stored.DeviceBound),
+  );
+  return reply.code(200).send(publicView(stored));
 }
 
 // The route schemas: what Fastify checks and /openapi.json describes (src/api/openapi.ts).

@@ -4,9 +4,9 @@ import { User } from '../../../objects/user.js';
 import { VouchRequest } from '../../../objects/vouchrequest.js';
 import { decide } from '../../../policy/decide.js';
 import type { Doc } from '../../../schema/fields.js';
-import type { ServiceContext } from '../../../store/context.js';
 import { findWhere } from '../../../store/find.js';
 import { newId } from '../../../store/objects.js';
+import type { ServiceContext } from '../../../store/service.js';
 import { userUsable } from '../../apikeys.js';
 import { LEVEL_NAMES, Level, provenLevel } from '../../integrity.js';
 import { type RateLimit, takeRequest } from '../../ratelimit.js';
@@ -36,6 +36,7 @@ import {
   VOUCH_SCHEMAS,
 } from './schemas.js';
 import { deleteVideos, referenceOwner, saveVideo, videoInfo, vouchOwner } from './videos.js';
+import { answer } from './view.js';
 import { magicWords } from './words.js';
 
 /**
@@ -96,40 +97,6 @@ async function load(req: FastifyRequest, ctx: ServiceContext) {
   return { obj, secret, viewer: await viewerOf(req, ctx, obj.doc, secret) };
 }
 
-async function person(ctx: ServiceContext, id: string) {
-  const u = await ctx.store.get(User, id);
-  const name = (u?.doc.Name as { FullName?: string } | undefined)?.FullName ?? '';
-  return { ID: id, Email: String(u?.doc.Email ?? ''), FullName: name };
-}
-
-/** The JSON every vouch endpoint answers with (docs/signin.md, "Vouching"). */
-export async function vouchView(ctx: ServiceContext, doc: Doc) {
-  const id = String(doc.ID);
-  const video = doc.State === 'pending' ? await videoInfo(ctx, vouchOwner(id)) : undefined;
-  return {
-    ID: id,
-    State: doc.State,
-    User: await person(ctx, String(doc.UserID)),
-    Reason: doc.Reason,
-    Level: doc.Level,
-    LevelName: LEVEL_NAMES[Number(doc.Level)] ?? '',
-    MagicWords: doc.MagicWords,
-    ExpireTime: doc.ExpireTime,
-    HaveVideo: doc.HaveVideo,
-    VideoID: video?.id ?? '',
-    GroupID: doc.GroupID,
-    Vouchers: await Promise.all(((doc.Vouchers as string[]) ?? []).map((v) => person(ctx, v))),
-    VoucherID: doc.VoucherID,
-    DecideTime: doc.DecideTime,
-    VouchURL: `/signin/vouch/${id}`,
-  };
-}
-
-async function answer(reply: FastifyReply, ctx: ServiceContext, doc: Doc) {
-  reply.header('Cache-Control', 'no-store');
-  return reply.code(200).send(await vouchView(ctx, doc));
-}
-
 /** Resolves the form's `voucher` values (user IDs or e-mail addresses) to user IDs. */
 async function namedVouchers(ctx: ServiceContext, form: Record<string, string | string[]>) {
   const raw = form.voucher;
@@ -178,83 +145,9 @@ export const vouchFactor: Factor = {
   register(app, ctx) {
     registerReferenceVideo(app, ctx);
 
-    app.post('/auth/vouch', { ...FLOW, schema: POST_AUTH_VOUCH }, async (req, reply) => {
-      const form = formOf(req);
-      const who = await identified(req, reply, ctx, form);
-      const intent = await formIntent(ctx, form, who.session);
-      const reason = field(form, 'reason', { max: 1024 }) ?? '';
-      const groupId = field(form, 'group', { max: 64 }) ?? '';
-      const userId = who.user.id;
-      const level = intent
-        ? Math.max(intent.lvl, Level.OneFactor)
-        : Math.max(
-            Level.OneFactor,
-            Math.min(MAX_VOUCH_LEVEL, await reachableLevel(who.user.doc, who.secret)),
-          );
-      if (level > MAX_VOUCH_LEVEL)
-        throw new ApiError(
-          'BadRequest',
-          `vouching raises a session to at most level ${MAX_VOUCH_LEVEL} (${LEVEL_NAMES[MAX_VOUCH_LEVEL]}); the intent needs ${level}`,
-          { field: 'intent' },
-        );
-      if (!(await videoInfo(ctx, referenceOwner(userId))))
-        throw new ApiError(
-          'Conflict',
-          'this user has no reference video, so nobody could compare a recording with it: vouching is not available',
-        );
-      const eligible = await eligibleVouchers(ctx, userId);
-      const named = await namedVouchers(ctx, form);
-      for (const n of named)
-        if (!eligible.has(n))
-          throw new ApiError('Forbidden', 'a voucher named is not a colleague or approver of this user', {
-            field: 'voucher',
-          });
-      let vouchers = named.length > 0 ? named : [...eligible.keys()];
-      if (groupId !== '') vouchers = vouchers.filter((v) => eligible.get(v)?.has(groupId));
-      vouchers = [...new Set(vouchers)].slice(0, 64);
-      if (vouchers.length === 0)
-        throw new ApiError(
-          'Conflict',
-          groupId !== ''
-            ? 'nobody in that group may vouch for this user'
-            : 'nobody may vouch for this user: vouchers are colleagues in groups that need approval, and approvers',
-          { field: groupId !== '' ? 'group' : 'voucher' },
-        );
-      // A new request from the same session replaces its pending one; a user has few at once.
-      let pending = 0;
-      for (const d of (await findWhere(ctx.store, VouchRequest, { UserID: userId, State: 'pending' })).slice(
-        0,
-        100,
-      )) {
-        const sec = await ctx.store.getSecret(VouchRequest, String(d.ID));
-        if (sec.SessionID === who.session.id) {
-          await transition(ctx, String(d.ID), 'cancel', 'requester').catch(() => undefined);
-          await deleteVideos(ctx, vouchOwner(String(d.ID)));
-        } else if ((await currentRequest(ctx, String(d.ID)))?.doc.State === 'pending') pending++;
-      }
-      if (pending >= MAX_PENDING)
-        throw new ApiError('Conflict', `this user has ${pending} pending vouch requests; cancel one first`);
-      await takeRequest(ctx, VOUCH_PER_ADDRESS, req.ip);
-      await takeRequest(ctx, VOUCH_PER_USER, `user:${userId}`);
-      const id = newId();
-      const doc: Doc = {
-        UserID: userId,
-        State: 'pending',
-        Reason: reason,
-        Vouchers: vouchers,
-        GroupID: groupId,
-        Level: level,
-        MagicWords: magicWords(4),
-        ExpireTime: stamp(Date.now() + VOUCH_TTL_MS),
-        HaveVideo: false,
-        VoucherID: '',
-      };
-      const stored = await ctx.store.systemPut(VouchRequest, id, () => ({
-        doc,
-        secret: { SessionID: who.session.id },
-      }));
-      return answer(reply, ctx, stored?.doc ?? doc);
-    });
+    app.post('/auth/vouch', { ...FLOW, schema: POST_AUTH_VOUCH }, (req, reply) =>
+      createRequest(req, reply, ctx),
+    );
 
     app.get('/auth/vouch/:id', { ...FLOW, schema: GET_AUTH_VOUCH_ID }, async (req, reply) => {
       const { obj } = await load(req, ctx);
@@ -303,76 +196,8 @@ export const vouchFactor: Factor = {
         return sendVideo(reply, ctx, v);
       });
 
-    app.post(
-      '/auth/vouch/:id/approve',
-      { ...FLOW, schema: POST_AUTH_VOUCH_ID_APPROVE },
-      async (req, reply) => {
-        const form = formOf(req);
-        const seen = field(form, 'video', { required: true, max: 64 });
-        const obj = await decidable(req, ctx);
-        const voucher = await voucherCheck(req, ctx, obj.doc);
-        const level = Number(obj.doc.Level);
-        // Nobody raises a session above what they have proven themselves.
-        if (provenLevel(voucher) < level)
-          throw await insufficientIntegrity(
-            req,
-            ctx,
-            level,
-            `vouching for level ${level} needs this session to have proven level ${level} itself`,
-          );
-        const secret = await ctx.store.getSecret(VouchRequest, obj.id);
-        const target =
-          typeof secret.SessionID === 'string' ? await sessionById(ctx, secret.SessionID) : undefined;
-        if (!target || target.userId !== obj.doc.UserID)
-          throw new ApiError('SessionConflict', "the requester's session has ended; they must ask again");
-        // The one sign-in completion for the requester's session, before the request is approved.
-        const checked = await completeSignIn(ctx, target, { factor: 'vouch', floor: { BoostLevel: level } });
-        const current = await videoInfo(ctx, vouchOwner(obj.id));
-        const doc = await transition(ctx, obj.id, 'approve', 'voucher', {
-          check: (d) => {
-            if (d.HaveVideo !== true || !current)
-              throw new ApiError('Conflict', 'the requester has not supplied the video yet');
-            if (current.id !== seen)
-              throw new ApiError('Conflict', 'the video changed since you watched it: watch the new one', {
-                field: 'video',
-              });
-          },
-          extra: () => ({ VoucherID: voucher.userId }),
-        });
-        const raised = await mutateSession(
-          ctx,
-          target.id,
-          (cur) => {
-            if (cur.userId !== obj.doc.UserID)
-              throw new ApiError('SessionConflict', 'the session changed user');
-            return {
-              ...cur,
-              factors: cur.factors.includes('vouch') ? cur.factors : [...cur.factors, 'vouch'],
-              data: {
-                ...cur.data,
-                ...checked,
-                BoostLevel: Math.max(cur.data.BoostLevel ?? 0, level),
-                RotatePending: true,
-              },
-            };
-          },
-          { rotate: false },
-        );
-        await deleteVideos(ctx, vouchOwner(obj.id));
-        req.log.info(
-          {
-            vouchRequest: obj.id,
-            requester: obj.doc.UserID,
-            voucher: voucher.userId,
-            level,
-            raised: !!raised,
-          },
-          'vouch approved',
-        );
-        if (!raised)
-          throw new ApiError('SessionConflict', "the requester's session ended while being raised");
-        return answer(reply, ctx, doc);
-      },
+    app.post('/auth/vouch/:id/approve', { ...FLOW, schema: POST_AUTH_VOUCH_ID_APPROVE }, (req, reply) =>
+      approveRequest(req, reply, ctx),
     );
 
     app.post(
@@ -395,3 +220,148 @@ export const vouchFactor: Factor = {
     );
   },
 };
+
+/**
+ * POST /auth/vouch/:id/approve: a voucher who watched the current video raises the requester's
+ * session to the request's level (never above what the voucher has proven).
+ */
+async function approveRequest(req: FastifyRequest, reply: FastifyReply, ctx: ServiceContext) {
+  const form = formOf(req);
+  const seen = field(form, 'video', { required: true, max: 64 });
+  const obj = await decidable(req, ctx);
+  const voucher = await voucherCheck(req, ctx, obj.doc);
+  const level = Number(obj.doc.Level);
+  // Nobody raises a session above what they have proven themselves.
+  if (provenLevel(voucher) < level)
+    throw await insufficientIntegrity(
+      req,
+      ctx,
+      level,
+      `vouching for level ${level} needs this session to have proven level ${level} itself`,
+    );
+  const secret = await ctx.store.getSecret(VouchRequest, obj.id);
+  const target = typeof secret.SessionID === 'string' ? await sessionById(ctx, secret.SessionID) : undefined;
+  if (!target || target.userId !== obj.doc.UserID)
+    throw new ApiError('SessionConflict', "the requester's session has ended; they must ask again");
+  // The one sign-in completion for the requester's session, before the request is approved.
+  const checked = await completeSignIn(ctx, target, { factor: 'vouch', floor: { BoostLevel: level } });
+  const current = await videoInfo(ctx, vouchOwner(obj.id));
+  const doc = await transition(ctx, obj.id, 'approve', 'voucher', {
+    check: (d) => {
+      if (d.HaveVideo !== true || !current)
+        throw new ApiError('Conflict', 'the requester has not supplied the video yet');
+      if (current.id !== seen)
+        throw new ApiError('Conflict', 'the video changed since you watched it: watch the new one', {
+          field: 'video',
+        });
+    },
+    extra: () => ({ VoucherID: voucher.userId }),
+  });
+  const raised = await mutateSession(
+    ctx,
+    target.id,
+    (cur) => {
+      if (cur.userId !== obj.doc.UserID) throw new ApiError('SessionConflict', 'the session changed user');
+      return {
+        ...cur,
+        factors: cur.factors.includes('vouch') ? cur.factors : [...cur.factors, 'vouch'],
+        data: {
+          ...cur.data,
+          ...checked,
+          BoostLevel: Math.max(cur.data.BoostLevel ?? 0, level),
+          RotatePending: true,
+        },
+      };
+    },
+    { rotate: false },
+  );
+  await deleteVideos(ctx, vouchOwner(obj.id));
+  req.log.info(
+    {
+      vouchRequest: obj.id,
+      requester: obj.doc.UserID,
+      voucher: voucher.userId,
+      level,
+      raised: !!raised,
+    },
+    'vouch approved',
+  );
+  if (!raised) throw new ApiError('SessionConflict', "the requester's session ended while being raised");
+  return answer(reply, ctx, doc);
+}
+
+/** POST /auth/vouch: a new request, naming its vouchers and the level it would raise the session to. */
+async function createRequest(req: FastifyRequest, reply: FastifyReply, ctx: ServiceContext) {
+  const form = formOf(req);
+  const who = await identified(req, reply, ctx, form);
+  const intent = await formIntent(ctx, form, who.session);
+  const reason = field(form, 'reason', { max: 1024 }) ?? '';
+  const groupId = field(form, 'group', { max: 64 }) ?? '';
+  const userId = who.user.id;
+  const level = intent
+    ? Math.max(intent.lvl, Level.OneFactor)
+    : Math.max(Level.OneFactor, Math.min(MAX_VOUCH_LEVEL, await reachableLevel(who.user.doc, who.secret)));
+  if (level > MAX_VOUCH_LEVEL)
+    throw new ApiError(
+      'BadRequest',
+      `vouching raises a session to at most level ${MAX_VOUCH_LEVEL} (${LEVEL_NAMES[MAX_VOUCH_LEVEL]}); the intent needs ${level}`,
+      { field: 'intent' },
+    );
+  if (!(await videoInfo(ctx, referenceOwner(userId))))
+    throw new ApiError(
+      'Conflict',
+      'this user has no reference video, so nobody could compare a recording with it: vouching is not available',
+    );
+  const eligible = await eligibleVouchers(ctx, userId);
+  const named = await namedVouchers(ctx, form);
+  for (const n of named)
+    if (!eligible.has(n))
+      throw new ApiError('Forbidden', 'a voucher named is not a colleague or approver of this user', {
+        field: 'voucher',
+      });
+  let vouchers = named.length > 0 ? named : [...eligible.keys()];
+  if (groupId !== '') vouchers = vouchers.filter((v) => eligible.get(v)?.has(groupId));
+  vouchers = [...new Set(vouchers)].slice(0, 64);
+  if (vouchers.length === 0)
+    throw new ApiError(
+      'Conflict',
+      groupId !== ''
+        ? 'nobody in that group may vouch for this user'
+        : 'nobody may vouch for this user: vouchers are colleagues in groups that need approval, and approvers',
+      { field: groupId !== '' ? 'group' : 'voucher' },
+    );
+  // A new request from the same session replaces its pending one; a user has few at once.
+  let pending = 0;
+  for (const d of (await findWhere(ctx.store, VouchRequest, { UserID: userId, State: 'pending' })).slice(
+    0,
+    100,
+  )) {
+    const sec = await ctx.store.getSecret(VouchRequest, String(d.ID));
+    if (sec.SessionID === who.session.id) {
+      await transition(ctx, String(d.ID), 'cancel', 'requester').catch(() => undefined);
+      await deleteVideos(ctx, vouchOwner(String(d.ID)));
+    } else if ((await currentRequest(ctx, String(d.ID)))?.doc.State === 'pending') pending++;
+  }
+  if (pending >= MAX_PENDING)
+    throw new ApiError('Conflict', `this user has ${pending} pending vouch requests; cancel one first`);
+  await takeRequest(ctx, VOUCH_PER_ADDRESS, req.ip);
+  await takeRequest(ctx, VOUCH_PER_USER, `user:${userId}`);
+  const id = newId();
+  const doc: Doc = {
+    UserID: userId,
+    State: 'pending',
+    Reason: reason,
+    Vouchers: vouchers,
+    GroupID: groupId,
+    Level: level,
+    MagicWords: magicWords(4),
+    ExpireTime: stamp(Date.now() + VOUCH_TTL_MS),
+    HaveVideo: false,
+    VoucherID: '',
+  };
+  const stored = await ctx.store.systemPut(VouchRequest, id, () => ({
+    doc,
+    secret: { SessionID: who.session.id },
+  }));
+  return answer(reply, ctx, stored?.doc ?? doc);
+}

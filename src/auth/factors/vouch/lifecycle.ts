@@ -6,8 +6,8 @@ import { VouchRequest } from '../../../objects/vouchrequest.js';
 import { decide } from '../../../policy/decide.js';
 import { type Doc, normalizeTimestamp } from '../../../schema/fields.js';
 import type { Principal } from '../../../schema/principal.js';
-import type { ServiceContext } from '../../../store/context.js';
 import { iterateWhere } from '../../../store/find.js';
+import type { ServiceContext } from '../../../store/service.js';
 import { userUsable } from '../../apikeys.js';
 
 /**

@@ -4,7 +4,7 @@ import { ApiError } from '../../../core/errors.js';
 import { err, type RouteSchema } from '../../../core/routeschema.js';
 import { User } from '../../../objects/user.js';
 import { decide } from '../../../policy/decide.js';
-import type { ServiceContext } from '../../../store/context.js';
+import type { ServiceContext } from '../../../store/service.js';
 import { credentialChange, credentialChanged } from '../stepup.js';
 import {
   deleteVideos,

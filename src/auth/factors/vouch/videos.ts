@@ -1,8 +1,8 @@
 import { Readable } from 'node:stream';
 import type { Kysely } from 'kysely';
 import { ApiError } from '../../../core/errors.js';
-import type { ServiceContext } from '../../../store/context.js';
 import { newId } from '../../../store/objects.js';
+import type { ServiceContext } from '../../../store/service.js';
 import { checkWebmHeader, MAX_HEADER } from './webm.js';
 
 /**

@@ -1,5 +1,5 @@
 import type { FastifyRequest } from 'fastify';
-import { perService, type ServiceContext, stateOf } from '../store/context.js';
+import { perService, type ServiceContext, stateOf } from '../store/service.js';
 import type { AccessCheckResponse } from '../wire/proxy.js';
 
 /** A service session as the proxy back channel needs it. */
@@ -48,7 +48,7 @@ export interface Ports {
 /**
  * A service's ports, wired when its back channel is registered (see adapters.ts); until they are,
  * the endpoints that need them answer 503 saying what is missing rather than guessing. They
- * belong to the service (src/store/context.ts), so a test may wire one service's differently.
+ * belong to the service (src/store/service.ts), so a test may wire one service's differently.
  */
 const PORTS = perService<Ports>('back-channel ports', () => ({}));
 export const portsOf = (ctx: ServiceContext): Ports => stateOf(ctx, PORTS);
