@@ -163,17 +163,19 @@ function startChild(cmd, argv, opts = {}) {
 
 async function waitFor(url, check = (r) => r.status < 500, timeoutMs = 20_000) {
   const deadline = Date.now() + timeoutMs;
+  let last = 'no answer';
   while (Date.now() < deadline) {
     try {
       const r = await fetch(url, { redirect: 'manual' });
-      await r.arrayBuffer();
+      const body = Buffer.from(await r.arrayBuffer()).toString('utf8').slice(0, 200);
       if (check(r)) return;
-    } catch {
-      // not yet
+      last = `last answer ${r.status} ${body}`;
+    } catch (e) {
+      last = `last error ${e.cause?.code ?? e.message}`; // not yet
     }
     await sleep(50);
   }
-  throw new Error(`${url} did not come up`);
+  throw new Error(`${url} did not come up (${last})`);
 }
 
 /** Compiles src/ with the build tsconfig into a cache directory (dist/ stays as it is). */
@@ -365,6 +367,7 @@ async function main() {
   // The processes whose CPU time is measured around every run (functions: nginx's workers may change).
   const roles = { upstream: () => [up.pid] };
   let proxyPortForAuth;
+  let authReqPort;
   let apiKey;
   const targetUrls = { direct: { url: `${upstream}/`, headers: {} } };
 
@@ -385,7 +388,14 @@ async function main() {
     const key = (await api(svc, 'POST', '/apikeys', { Scopes: ['user'], UserID: userId })).json.Secret;
     const proxyPort = await freePort();
     const proxyUrl = `http://127.0.0.1:${proxyPort}`;
-    const app = await api(svc, 'POST', '/apps', { Name: 'bench', URL: proxyUrl });
+    // nginx's auth_request front (target nginx-authreq) is another origin of the same App: forward
+    // auth answers only for origins the App is served on (docs/proxy.md).
+    authReqPort = await freePort();
+    const app = await api(svc, 'POST', '/apps', {
+      Name: 'bench',
+      URL: proxyUrl,
+      AllowedOrigins: [`http://127.0.0.1:${authReqPort}`],
+    });
     const appId = app.r.headers.get('x-id');
     const token = (await api(svc, 'POST', `/apps/${appId}/proxytoken`)).json.Token;
 
@@ -502,7 +512,7 @@ http {
   // 4b. nginx in front of the application with auth_request to gatehouse proxy: the configuration
   // of docs/proxy.md as written there, addresses replaced, at the same worker count.
   if (has('nginx-authreq')) {
-    const port = await freePort();
+    const port = authReqPort;
     const prefix = join(work, 'nginx-authreq');
     mkdirSync(join(prefix, 'logs'), { recursive: true });
     const doc = readFileSync(join(HERE, 'docs/proxy.md'), 'utf8');
