@@ -167,7 +167,9 @@ async function waitFor(url, check = (r) => r.status < 500, timeoutMs = 20_000) {
   while (Date.now() < deadline) {
     try {
       const r = await fetch(url, { redirect: 'manual' });
-      const body = Buffer.from(await r.arrayBuffer()).toString('utf8').slice(0, 200);
+      const body = Buffer.from(await r.arrayBuffer())
+        .toString('utf8')
+        .slice(0, 200);
       if (check(r)) return;
       last = `last answer ${r.status} ${body}`;
     } catch (e) {
