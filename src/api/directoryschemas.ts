@@ -61,7 +61,7 @@ export const POST_ACCOUNTCHANGES_ID_RESULT: RouteSchema = {
   tags: ['AccountChange'],
   summary: 'The lease holder reports a change applied or failed',
   security: [{ proxyToken: [] }],
-  params: { type: 'object', properties: { id: { type: 'string' } }, required: ['id'] },
+  params: pathParams('id'),
   body: {
     content: {
       'application/json': {
@@ -91,7 +91,7 @@ export const POST_ACCOUNTCHANGES_ID_RESULT: RouteSchema = {
 export const GET_ACCOUNTS_ID_PASSWORD: RouteSchema = {
   tags: ['Account'],
   summary: "Whether an initial password waits (the account's user or an administrator)",
-  params: { type: 'object', properties: { id: { type: 'string' } }, required: ['id'] },
+  params: pathParams('id'),
   response: {
     '200': {
       description: 'AccountID, HaveInitialPassword, PasswordFetchTime, PasswordFetchedBy',
@@ -104,7 +104,7 @@ export const GET_ACCOUNTS_ID_PASSWORD: RouteSchema = {
 export const POST_ACCOUNTS_ID_PASSWORD: RouteSchema = {
   tags: ['Account'],
   summary: 'Fetch the initial password: once; afterwards it is gone',
-  params: { type: 'object', properties: { id: { type: 'string' } }, required: ['id'] },
+  params: pathParams('id'),
   response: {
     '200': {
       description: 'AccountID and Password',
@@ -124,7 +124,7 @@ export const POST_ACCOUNTS_ID_PASSWORD: RouteSchema = {
 export const POST_USERS_ID_ACCOUNTS_SUGGEST: RouteSchema = {
   tags: ['User'],
   summary: 'The account changes the user should have; with Plan (admin, sync), also a plan of them',
-  params: { type: 'object', properties: { id: { type: 'string' } }, required: ['id'] },
+  params: pathParams('id'),
   body: {
     content: {
       'application/json': {
@@ -157,7 +157,7 @@ export const POST_USERS_ID_ACCOUNTS_SUGGEST: RouteSchema = {
 export const POST_USERS_ID_DISABLE: RouteSchema = {
   tags: ['User'],
   summary: 'Disable the user: sessions and API keys revoked, accounts disabled or deleted (admin, sync)',
-  params: { type: 'object', properties: { id: { type: 'string' } }, required: ['id'] },
+  params: pathParams('id'),
   body: {
     content: {
       'application/json': {
@@ -185,7 +185,7 @@ export const POST_USERS_ID_DISABLE: RouteSchema = {
 export const POST_USERS_ID_MERGE: RouteSchema = {
   tags: ['User'],
   summary: 'Merge the user given as ?from= (or body From) into :id (admin)',
-  params: { type: 'object', properties: { id: { type: 'string' } }, required: ['id'] },
+  params: pathParams('id'),
   querystring: { type: 'object', properties: { from: { type: 'string' } } },
   body: {
     content: {

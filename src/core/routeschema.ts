@@ -77,6 +77,9 @@ export const queryOf = (properties: Json, required?: string[]): Json => ({
   ...(required ? { required } : {}),
 });
 
+/** `?user=<ID>`: an administrator acting on another user's factors (the caller's own without it). */
+export const USER_QUERY: Json = queryOf({ user: { type: 'string' } });
+
 export const NO_CONTENT = (description: string): Json => ({ description });
 
 /** The list options of every JSON-lines list (docs/api.md, "Lists"), checked by the list parser. */

@@ -1,4 +1,4 @@
-import { err, type RouteSchema } from '../../../core/routeschema.js';
+import { err, pathParams, type RouteSchema, USER_QUERY } from '../../../core/routeschema.js';
 
 /** The route schemas of this factor's endpoints: what Fastify checks and /openapi.json describes (src/api/openapi.ts). */
 export const GET_AUTH_MOBILE_VAPID: RouteSchema = {
@@ -150,7 +150,7 @@ export const POST_AUTH_MOBILE_DENY: RouteSchema = {
 export const GET_AUTH_ENROLL_MOBILE: RouteSchema = {
   tags: ['Sign-in: mobile push'],
   summary: "The user's devices",
-  querystring: { type: 'object', properties: { user: { type: 'string' } } },
+  querystring: USER_QUERY,
   response: {
     '200': {
       description: 'Devices',
@@ -177,7 +177,7 @@ export const GET_AUTH_ENROLL_MOBILE: RouteSchema = {
 export const POST_AUTH_ENROLL_MOBILE: RouteSchema = {
   tags: ['Sign-in: mobile push'],
   summary: 'Registers a Web Push subscription as a device (step-up)',
-  querystring: { type: 'object', properties: { user: { type: 'string' } } },
+  querystring: USER_QUERY,
   body: {
     required: true,
     content: {
@@ -223,8 +223,8 @@ export const POST_AUTH_ENROLL_MOBILE: RouteSchema = {
 export const DELETE_AUTH_ENROLL_MOBILE_ID: RouteSchema = {
   tags: ['Sign-in: mobile push'],
   summary: 'Removes a device (step-up)',
-  params: { type: 'object', properties: { id: { type: 'string' } }, required: ['id'] },
-  querystring: { type: 'object', properties: { user: { type: 'string' } } },
+  params: pathParams('id'),
+  querystring: USER_QUERY,
   response: {
     '204': { description: 'Removed' },
     '401': err('Step-up needed (the body carries an intent)'),

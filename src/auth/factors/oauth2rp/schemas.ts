@@ -1,4 +1,4 @@
-import { err, type RouteSchema } from '../../../core/routeschema.js';
+import { err, pathParams, type RouteSchema } from '../../../core/routeschema.js';
 
 /** The route schemas of this factor's endpoints: what Fastify checks and /openapi.json describes (src/api/openapi.ts). */
 export const GET_AUTH_OAUTH2RP: RouteSchema = {
@@ -86,7 +86,7 @@ export const GET_AUTH_OAUTH2RP_LINKS: RouteSchema = {
 
 export const DELETE_AUTH_OAUTH2RP_LINKS_ID: RouteSchema = {
   summary: 'Removes a federated link (a credential change: step-up rules of docs/signin.md)',
-  params: { type: 'object', properties: { id: { type: 'string' } }, required: ['id'] },
+  params: pathParams('id'),
   response: {
     '204': { description: 'Removed' },
     '401': err('Insufficient Integrity'),

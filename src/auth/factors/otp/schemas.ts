@@ -1,4 +1,4 @@
-import { err, type RouteSchema } from '../../../core/routeschema.js';
+import { err, formBody, type RouteSchema, USER_QUERY } from '../../../core/routeschema.js';
 
 /** The route schemas of this factor's endpoints: what Fastify checks and /openapi.json describes (src/api/openapi.ts). */
 export const POST_AUTH_OTP_START: RouteSchema = {
@@ -6,21 +6,14 @@ export const POST_AUTH_OTP_START: RouteSchema = {
   summary:
     "Sends a sign-in link to one of the signing-in user's verified addresses (session cookie of the sign-in)",
   security: [],
-  body: {
-    required: true,
-    content: {
-      'application/x-www-form-urlencoded': {
-        schema: {
-          type: 'object',
-          properties: {
-            intent: { type: 'string' },
-            email: { type: 'string', description: "Defaults to the user's primary address" },
-          },
-          required: [],
-        },
-      },
+  body: formBody(
+    {
+      intent: { type: 'string' },
+      email: { type: 'string', description: "Defaults to the user's primary address" },
     },
-  },
+    [],
+    true,
+  ),
   response: {
     '200': {
       description: 'Sent',
@@ -48,20 +41,12 @@ export const POST_AUTH_OTP_INSPECT: RouteSchema = {
   tags: ['Sign-in: e-mail link'],
   summary: 'Shows which device asked for a link (does not spend it)',
   security: [],
-  body: {
-    required: true,
-    content: {
-      'application/x-www-form-urlencoded': {
-        schema: {
-          type: 'object',
-          properties: {
-            token: { type: 'string', description: '<user ID>.<secret>, the fragment of the link' },
-          },
-          required: ['token'],
-        },
-      },
+  body: formBody(
+    {
+      token: { type: 'string', description: '<user ID>.<secret>, the fragment of the link' },
     },
-  },
+    ['token'],
+  ),
   response: {
     '200': {
       description: 'The request',
@@ -102,20 +87,12 @@ export const POST_AUTH_OTP_FINISH: RouteSchema = {
   tags: ['Sign-in: e-mail link'],
   summary: 'Approves: the session that asked proves the e-mail factor (this browser gets nothing)',
   security: [],
-  body: {
-    required: true,
-    content: {
-      'application/x-www-form-urlencoded': {
-        schema: {
-          type: 'object',
-          properties: {
-            token: { type: 'string', description: '<user ID>.<secret>, the fragment of the link' },
-          },
-          required: ['token'],
-        },
-      },
+  body: formBody(
+    {
+      token: { type: 'string', description: '<user ID>.<secret>, the fragment of the link' },
     },
-  },
+    ['token'],
+  ),
   response: {
     '204': { description: 'Approved' },
     '403': err('Not a live link (wrong, used or expired)'),
@@ -129,20 +106,12 @@ export const POST_AUTH_OTP_REFUSE: RouteSchema = {
   tags: ['Sign-in: e-mail link'],
   summary: '"This was not me": spends the link and ends the session that asked',
   security: [],
-  body: {
-    required: true,
-    content: {
-      'application/x-www-form-urlencoded': {
-        schema: {
-          type: 'object',
-          properties: {
-            token: { type: 'string', description: '<user ID>.<secret>, the fragment of the link' },
-          },
-          required: ['token'],
-        },
-      },
+  body: formBody(
+    {
+      token: { type: 'string', description: '<user ID>.<secret>, the fragment of the link' },
     },
-  },
+    ['token'],
+  ),
   response: {
     '204': { description: 'Refused' },
     '403': err('Not a live link'),
@@ -154,7 +123,7 @@ export const POST_AUTH_OTP_REFUSE: RouteSchema = {
 export const GET_AUTH_ENROLL_OTP: RouteSchema = {
   tags: ['Sign-in: e-mail link'],
   summary: 'Whether e-mail links are on, and the addresses they can go to',
-  querystring: { type: 'object', properties: { user: { type: 'string' } } },
+  querystring: USER_QUERY,
   response: {
     '200': {
       description: 'State',
@@ -177,7 +146,7 @@ export const GET_AUTH_ENROLL_OTP: RouteSchema = {
 export const PUT_AUTH_ENROLL_OTP: RouteSchema = {
   tags: ['Sign-in: e-mail link'],
   summary: 'Turns e-mail links on (a credential change: step-up)',
-  querystring: { type: 'object', properties: { user: { type: 'string' } } },
+  querystring: USER_QUERY,
   response: {
     '204': { description: 'On' },
     '401': err('Step-up needed (the body carries an intent)'),
@@ -190,7 +159,7 @@ export const PUT_AUTH_ENROLL_OTP: RouteSchema = {
 export const DELETE_AUTH_ENROLL_OTP: RouteSchema = {
   tags: ['Sign-in: e-mail link'],
   summary: 'Turns e-mail links off and voids pending links (step-up)',
-  querystring: { type: 'object', properties: { user: { type: 'string' } } },
+  querystring: USER_QUERY,
   response: { '204': { description: 'Off' }, '401': err('Step-up needed'), '403': err('As for PUT') },
   validatedBy: 'handler',
 };

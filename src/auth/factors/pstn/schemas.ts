@@ -1,4 +1,4 @@
-import { err, type RouteSchema } from '../../../core/routeschema.js';
+import { err, pathParams, type RouteSchema, USER_QUERY } from '../../../core/routeschema.js';
 
 /** The route schemas of this factor's endpoints: what Fastify checks and /openapi.json describes (src/api/openapi.ts). */
 export const GET_AUTH_PSTN: RouteSchema = {
@@ -35,7 +35,7 @@ export const POST_AUTH_PSTN_ID_START: RouteSchema = {
   tags: ['Sign-in: phone'],
   summary: 'Sends a sign-in code by SMS or voice call, per the device',
   security: [],
-  params: { type: 'object', properties: { id: { type: 'string' } }, required: ['id'] },
+  params: pathParams('id'),
   body: {
     content: {
       'application/x-www-form-urlencoded': {
@@ -58,7 +58,7 @@ export const POST_AUTH_PSTN_ID_FINISH: RouteSchema = {
   tags: ['Sign-in: phone'],
   summary: 'The code received; proves the phone in this session',
   security: [],
-  params: { type: 'object', properties: { id: { type: 'string' } }, required: ['id'] },
+  params: pathParams('id'),
   body: {
     content: {
       'application/x-www-form-urlencoded': {
@@ -82,14 +82,14 @@ export const DELETE_AUTH_PSTN_ID: RouteSchema = {
   tags: ['Sign-in: phone'],
   summary: 'Cancels the pending sign-in code',
   security: [],
-  params: { type: 'object', properties: { id: { type: 'string' } }, required: ['id'] },
+  params: pathParams('id'),
   response: { '204': { description: 'Cancelled' } },
 };
 
 export const GET_AUTH_ENROLL_PSTN: RouteSchema = {
   tags: ['Sign-in: phone'],
   summary: "The user's phones",
-  querystring: { type: 'object', properties: { user: { type: 'string' } } },
+  querystring: USER_QUERY,
   response: {
     '200': {
       description: 'Phones',
@@ -119,7 +119,7 @@ export const GET_AUTH_ENROLL_PSTN: RouteSchema = {
 export const POST_AUTH_ENROLL_PSTN: RouteSchema = {
   tags: ['Sign-in: phone'],
   summary: 'Adds a phone (unverified) and sends it a verification code (step-up)',
-  querystring: { type: 'object', properties: { user: { type: 'string' } } },
+  querystring: USER_QUERY,
   body: {
     required: true,
     content: {
@@ -164,8 +164,8 @@ export const POST_AUTH_ENROLL_PSTN: RouteSchema = {
 export const POST_AUTH_ENROLL_PSTN_ID_VERIFY: RouteSchema = {
   tags: ['Sign-in: phone'],
   summary: 'Verifies the number with the code sent to it (step-up)',
-  params: { type: 'object', properties: { id: { type: 'string' } }, required: ['id'] },
-  querystring: { type: 'object', properties: { user: { type: 'string' } } },
+  params: pathParams('id'),
+  querystring: USER_QUERY,
   body: {
     required: true,
     content: {
@@ -187,8 +187,8 @@ export const POST_AUTH_ENROLL_PSTN_ID_VERIFY: RouteSchema = {
 export const DELETE_AUTH_ENROLL_PSTN_ID: RouteSchema = {
   tags: ['Sign-in: phone'],
   summary: 'Removes a phone (step-up)',
-  params: { type: 'object', properties: { id: { type: 'string' } }, required: ['id'] },
-  querystring: { type: 'object', properties: { user: { type: 'string' } } },
+  params: pathParams('id'),
+  querystring: USER_QUERY,
   response: {
     '204': { description: 'Removed' },
     '401': err('Step-up needed (the body carries an intent)'),

@@ -5,7 +5,7 @@ import {
 } from '@simplewebauthn/server';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError } from '../../../core/errors.js';
-import { err, type RouteSchema } from '../../../core/routeschema.js';
+import { err, pathParams, type RouteSchema } from '../../../core/routeschema.js';
 import { User } from '../../../objects/user.js';
 import { enforce } from '../../../policy/decide.js';
 import type { ServiceContext } from '../../../store/service.js';
@@ -302,6 +302,6 @@ const POST_AUTH_ENROLL_U2F_CONFIRM: RouteSchema = {
 const DELETE_AUTH_ENROLL_U2F_ID: RouteSchema = {
   tags: ['Sign-in: security keys and passkeys'],
   summary: "Remove a key (step-up; an admin key's reset with ?user=)",
-  params: { type: 'object', properties: { id: { type: 'string' } }, required: ['id'] },
+  params: pathParams('id'),
   response: { '204': { description: 'Removed' }, '401': err('Step-up needed'), '404': err('No such key') },
 };

@@ -1,4 +1,4 @@
-import { err, type Json, type RouteSchema, ref } from '../../../core/routeschema.js';
+import { err, formBody, type Json, pathParams, type RouteSchema, ref } from '../../../core/routeschema.js';
 import { Level } from '../../integrity.js';
 import { VIDEO_LIMIT } from './videos.js';
 
@@ -49,7 +49,7 @@ export const GET_AUTH_VOUCH_ID: RouteSchema = {
   tags: ['Vouching'],
   summary: 'The state of a vouch request (its session, its vouchers, administrators)',
   security: [{ session: [] }],
-  params: { type: 'object', properties: { id: { type: 'string' } }, required: ['id'] },
+  params: pathParams('id'),
   response: {
     '200': { description: 'The request', content: { 'application/json': { schema: ref('VouchView') } } },
     '404': err('No such request, or not for this caller'),
@@ -60,7 +60,7 @@ export const DELETE_AUTH_VOUCH_ID: RouteSchema = {
   tags: ['Vouching'],
   summary: 'Cancel a pending vouch request (the session that made it)',
   security: [{ session: [] }],
-  params: { type: 'object', properties: { id: { type: 'string' } }, required: ['id'] },
+  params: pathParams('id'),
   response: {
     '200': {
       description: 'The request, State cancelled',
@@ -76,7 +76,7 @@ export const POST_AUTH_VOUCH_ID_VIDEO: RouteSchema = {
   tags: ['Vouching'],
   summary: 'Supply (or replace) the recording of the magic words',
   security: [{ session: [] }],
-  params: { type: 'object', properties: { id: { type: 'string' } }, required: ['id'] },
+  params: pathParams('id'),
   body: {
     required: true,
     content: { 'video/webm': { schema: { type: 'string', format: 'binary', maxLength: VIDEO_LIMIT } } },
@@ -97,19 +97,8 @@ export const POST_AUTH_VOUCH_ID_APPROVE: RouteSchema = {
   tags: ['Vouching'],
   summary: 'Vouch: raises the requesting session to the request’s Level',
   security: [{ session: [] }],
-  params: { type: 'object', properties: { id: { type: 'string' } }, required: ['id'] },
-  body: {
-    required: true,
-    content: {
-      'application/x-www-form-urlencoded': {
-        schema: {
-          type: 'object',
-          properties: { video: { type: 'string', description: 'VideoID of the recording watched' } },
-          required: ['video'],
-        },
-      },
-    },
-  },
+  params: pathParams('id'),
+  body: formBody({ video: { type: 'string', description: 'VideoID of the recording watched' } }, ['video']),
   response: {
     '200': {
       description: 'The request, State approved',
@@ -127,7 +116,7 @@ export const POST_AUTH_VOUCH_ID_DECLINE: RouteSchema = {
   tags: ['Vouching'],
   summary: 'Decline to vouch',
   security: [{ session: [] }],
-  params: { type: 'object', properties: { id: { type: 'string' } }, required: ['id'] },
+  params: pathParams('id'),
   response: {
     '200': {
       description: 'The request, State rejected',
@@ -139,39 +128,28 @@ export const POST_AUTH_VOUCH_ID_DECLINE: RouteSchema = {
     '409': err('Not pending'),
   },
 };
+/** A recording of a vouch request: the WebM stream and the words said in it. */
+const videoSchema = (summary: string): RouteSchema => ({
+  tags: ['Vouching'],
+  summary,
+  security: [{ session: [] }],
+  params: pathParams('id'),
+  response: {
+    '200': {
+      description: 'The WebM video, streamed',
+      headers: {
+        'X-Magic-Words': { schema: { type: 'string' }, description: 'Comma-separated words said in it' },
+      },
+      content: { 'video/webm': { schema: { type: 'string', format: 'binary' } } },
+    },
+    '404': err('None, or not for this caller'),
+  },
+});
 export const VIDEO_SCHEMAS: Record<'video' | 'reference-video', RouteSchema> = {
-  video: {
-    tags: ['Vouching'],
-    summary: 'The recording, for vouchers and administrators while pending',
-    security: [{ session: [] }],
-    params: { type: 'object', properties: { id: { type: 'string' } }, required: ['id'] },
-    response: {
-      '200': {
-        description: 'The WebM video, streamed',
-        headers: {
-          'X-Magic-Words': { schema: { type: 'string' }, description: 'Comma-separated words said in it' },
-        },
-        content: { 'video/webm': { schema: { type: 'string', format: 'binary' } } },
-      },
-      '404': err('None, or not for this caller'),
-    },
-  },
-  'reference-video': {
-    tags: ['Vouching'],
-    summary: 'The requester’s reference video, for vouchers and administrators while pending',
-    security: [{ session: [] }],
-    params: { type: 'object', properties: { id: { type: 'string' } }, required: ['id'] },
-    response: {
-      '200': {
-        description: 'The WebM video, streamed',
-        headers: {
-          'X-Magic-Words': { schema: { type: 'string' }, description: 'Comma-separated words said in it' },
-        },
-        content: { 'video/webm': { schema: { type: 'string', format: 'binary' } } },
-      },
-      '404': err('None, or not for this caller'),
-    },
-  },
+  video: videoSchema('The recording, for vouchers and administrators while pending'),
+  'reference-video': videoSchema(
+    'The requester’s reference video, for vouchers and administrators while pending',
+  ),
 };
 const person = {
   type: 'object',
