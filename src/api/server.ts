@@ -23,6 +23,7 @@ import { databaseDown, databaseUnavailable } from '../store/unavailable.js';
 import { errorPage, sendHtml, wantsHtml } from '../web/errorpage.js';
 import { WritePath } from '../writes/path.js';
 import { registrars } from './routes.js';
+import { schemaRefusal } from './validation.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -196,7 +197,8 @@ export async function createServer(opts: ServerOptions): Promise<FastifyInstance
           ? 'request bodies must be Content-Type: application/json'
           : err.message,
       );
-    } else if (err.validation || (err.statusCode && err.statusCode >= 400 && err.statusCode < 500))
+    } else if (err.validation) e = schemaRefusal(err);
+    else if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500)
       e = new ApiError('BadRequest', err.message);
     else if (databaseUnavailable(err)) {
       req.log.warn({ err }, 'the database is unavailable');
