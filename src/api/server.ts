@@ -23,7 +23,7 @@ import { databaseDown, databaseUnavailable } from '../store/unavailable.js';
 import { errorPage, sendHtml, wantsHtml } from '../web/errorpage.js';
 import { WritePath } from '../writes/path.js';
 import { registrars } from './routes.js';
-import { schemaRefusal } from './validation.js';
+import { requestValidators, schemaRefusal } from './validation.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -185,6 +185,8 @@ export async function createServer(opts: ServerOptions): Promise<FastifyInstance
     const at = unstorableAt(body);
     if (at !== undefined) throw unstorableField(at === '' ? 'body' : at);
   });
+
+  app.setValidatorCompiler(requestValidators());
 
   app.setErrorHandler((err: FastifyError | ApiError, req, reply) => {
     let e: ApiError;

@@ -1,3 +1,5 @@
+import { Ajv } from 'ajv';
+import formatsModule from 'ajv-formats';
 import type { FastifyError } from 'fastify';
 import { ApiError } from '../core/errors.js';
 
@@ -31,3 +33,20 @@ export function schemaRefusal(err: FastifyError): ApiError {
   const where = path.slice(1).length ? `${name}/${path.slice(1).join('/')}` : name;
   return new ApiError('InvalidField', `${where} ${problem.message ?? 'is not valid'}`, { field: name });
 }
+
+/**
+ * One schema compiler per part of the request. Bodies are checked as sent: a JSON number is not
+ * a string (Fastify's default would coerce it, so `{"Password": 123456789012}` would pass as a
+ * password). Query strings and path parameters are text by nature: one value where a list is
+ * declared becomes a list of one, as Fastify's default does.
+ */
+export function requestValidators() {
+  const base = { useDefaults: true, removeAdditional: true, allErrors: false, strict: false } as const;
+  const body = addFormats(new Ajv({ ...base, coerceTypes: false }));
+  const text = addFormats(new Ajv({ ...base, coerceTypes: 'array' }));
+  return ({ schema, httpPart }: { schema: object; httpPart?: string }) =>
+    (httpPart === 'body' ? body : text).compile(schema);
+}
+
+// ajv-formats is CommonJS: under ESM its default import is the plugin function itself.
+const addFormats = formatsModule as unknown as (ajv: Ajv) => Ajv;

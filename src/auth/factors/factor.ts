@@ -2,7 +2,6 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError } from '../../core/errors.js';
 import { User } from '../../objects/user.js';
 import type { Doc } from '../../schema/fields.js';
-import type { StoredObject } from '../../store/objects.js';
 import type { ServiceContext } from '../../store/service.js';
 import { userUsable } from '../apikeys.js';
 import { type FactorKind, Level, provenLevel } from '../integrity.js';
@@ -19,12 +18,14 @@ import {
 } from '../session/sessions.js';
 import { addressKey, attemptSucceeded, chargeAttempt, factorKey } from '../throttle.js';
 import { rememberDevice, trustedTag } from './devices.js';
+import type { EnrollStep, FactorWords, Identified, ProveStep, SettingsForm, SignInForm } from './steps.js';
 import { reachableLevel } from './stepup.js';
 
 /**
  * One way to prove something about the person at the keyboard, as a plug-in (like an Ory Kratos
- * strategy): it registers its own endpoints (/auth/<name>, /auth/enroll/<name>) and says whether
- * a user has it set up. The list of factors is src/auth/factors/index.ts.
+ * strategy). It declares its steps and forms; the one flow (./flow.ts) serves the steps and the
+ * pages draw the forms. A factor with endpoints of its own (a security key's challenge, a link
+ * opened elsewhere) adds them in `register`. The list of factors is src/auth/factors/index.ts.
  */
 export interface Factor {
   /** Name as recorded on sessions and offered in AuthResponse.Factors. */
@@ -33,7 +34,20 @@ export interface Factor {
   kind?: FactorKind;
   /** Can this user use the factor now (so the sign-in pages offer it)? */
   enrolled?(user: Doc, secret: Doc): boolean;
-  register(app: FastifyInstance, ctx: ServiceContext): void | Promise<void>;
+  /** The API document's tag of its endpoints. */
+  tag?: string;
+  /** POST /auth/<name>: proven from typed fields, through the flow. */
+  prove?: ProveStep;
+  /** /auth/enroll/<name>...: set-up changes, through the flow. */
+  enroll?: readonly EnrollStep[];
+  /** How people read its name; needed by every factor a session can record. */
+  words?: FactorWords;
+  /** Offered on the sign-in page. */
+  form?: SignInForm;
+  /** Offered on the security settings page. */
+  settings?: SettingsForm;
+  /** Endpoints of its own, beyond the flow's. */
+  register?(app: FastifyInstance, ctx: ServiceContext): void | Promise<void>;
   /**
    * Named JSON Schemas its routes' schemas refer to (ref('Name')), added to components.schemas of
    * /openapi.json. Its endpoints document themselves through their route schemas.
@@ -94,11 +108,7 @@ export async function formIntent(ctx: ServiceContext, form: Form, s: Session | u
   return i;
 }
 
-export interface Identified {
-  session: Session;
-  user: StoredObject;
-  secret: Doc;
-}
+export type { Identified };
 
 /**
  * Names the user signing in (the e-mail step): an unidentified session gets the user (new token),

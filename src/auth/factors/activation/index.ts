@@ -7,18 +7,7 @@ import { User } from '../../../objects/user.js';
 import { type Doc, timestampMs } from '../../../schema/fields.js';
 import type { ServiceContext } from '../../../store/service.js';
 import { Level, tenantDoc } from '../../integrity.js';
-import {
-  attemptOf,
-  type Factor,
-  FLOW,
-  field,
-  formIntent,
-  formOf,
-  type Identified,
-  identified,
-  proven,
-  regulated,
-} from '../factor.js';
+import { type Factor, FLOW, type Identified, identified } from '../factor.js';
 import { signInStep } from '../stepschemas.js';
 import { reachableLevel } from '../stepup.js';
 
@@ -119,23 +108,21 @@ async function redeemer(who: Identified): Promise<Omit<Redeemer, 'groups'>> {
  * POST /auth/activate: marks the session's user Active; 403 when the tenant requires an
  * activation code and this session has not presented one.
  */
+const TAG = 'Sign-in: activation';
+
 export const activationFactor: Factor = {
   name: 'activation_code',
   kind: 'invitation',
+  tag: TAG,
+  words: { label: 'activation code', proof: 'your activation code' },
+  prove: {
+    summary: 'Present an activation code (an invitation)',
+    what: 'activation code',
+    fields: [{ name: 'code', label: 'Activation code', input: 'text', maxLength: 256, autocomplete: 'off' }],
+    check: async (ctx, who, values) => redeem(ctx, await redeemer(who), (values.code ?? '').trim()),
+    sessionData: { ActivationCode: true },
+  },
   register(app, ctx) {
-    app.post('/auth/activation_code', { ...FLOW, schema: ACTIVATION_CODE }, async (req, reply) => {
-      const form = formOf(req);
-      const code = field(form, 'code', { required: true, max: 256 }).trim();
-      const who = await identified(req, reply, ctx, form);
-      await formIntent(ctx, form, who.session);
-      const by = await redeemer(who);
-      await regulated(req, ctx, attemptOf(who), 'activation_code', 'activation code', () =>
-        redeem(ctx, by, code),
-      );
-      await proven(req, reply, ctx, who.session, 'activation_code', { ActivationCode: true });
-      return reply.code(204).send();
-    });
-
     app.post('/auth/activate', { ...FLOW, schema: ACTIVATE }, async (req, reply) => {
       const who = await identified(req, reply, ctx);
       const tenant = await tenantDoc(ctx);
@@ -156,13 +143,6 @@ export const activationFactor: Factor = {
   },
 };
 
-const TAG = 'Sign-in: activation';
-const ACTIVATION_CODE = signInStep(
-  TAG,
-  'Present an activation code (an invitation)',
-  { code: { type: 'string', maxLength: 256 } },
-  ['code'],
-);
 const ACTIVATE = signInStep(
   TAG,
   'Activate the signing-in user’s account (after an activation code or a proven factor)',

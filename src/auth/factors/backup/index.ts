@@ -1,21 +1,9 @@
 import { randomInt } from 'node:crypto';
 import { verify } from '@node-rs/argon2';
 import { User } from '../../../objects/user.js';
-import {
-  attemptOf,
-  type Factor,
-  FLOW,
-  field,
-  formIntent,
-  formOf,
-  identified,
-  proven,
-  regulated,
-} from '../factor.js';
+import type { ServiceContext } from '../../../store/service.js';
+import type { Factor, Identified } from '../factor.js';
 import { hashSecret } from '../secrets.js';
-import { enrollment, jsonObject, signInStep } from '../stepschemas.js';
-import { credentialChange, credentialChanged } from '../stepup.js';
-
 export const BACKUP_CODE_COUNT = 10;
 /** No 0/O, 1/I/L: codes are read off paper. 10 characters of 31: about 50 bits each. */
 const ALPHABET = 'abcdefghjkmnpqrstuvwxyz23456789';
@@ -33,6 +21,22 @@ async function matching(hashes: string[], code: string): Promise<string | undefi
   return hashes[results.indexOf(true)];
 }
 
+/** Spends the code, if it is one of the user's: of two parallel uses of one code, one succeeds. */
+async function spend(ctx: ServiceContext, who: Identified, code: string): Promise<boolean> {
+  const hashes = Array.isArray(who.secret.BackupHashes) ? (who.secret.BackupHashes as string[]) : [];
+  const hit = await matching(hashes, normalize(code));
+  if (!hit) return false;
+  // Spent inside the write: only one of two parallel uses finds it still there.
+  let spent = false;
+  await ctx.store.systemPut(User, who.user.id, (doc, s) => {
+    if (!doc) return null;
+    const list = Array.isArray(s.BackupHashes) ? (s.BackupHashes as string[]) : [];
+    spent = list.includes(hit);
+    return { doc, secret: { ...s, BackupHashes: list.filter((h) => h !== hit) } };
+  });
+  return spent;
+}
+
 /**
  * POST /auth/backup (form code): a single-use backup code. POST /auth/enroll/backup generates a
  * new set (the old set stops working) and returns it once; DELETE /auth/enroll/backup removes them.
@@ -40,70 +44,51 @@ async function matching(hashes: string[], code: string): Promise<string | undefi
 export const backupFactor: Factor = {
   name: 'backup',
   kind: 'possession',
+  tag: 'Sign-in: backup codes',
   enrolled: (_user, secret) => Array.isArray(secret.BackupHashes) && secret.BackupHashes.length > 0,
-  register(app, ctx) {
-    app.post('/auth/backup', { ...FLOW, schema: BACKUP_STEP }, async (req, reply) => {
-      const form = formOf(req);
-      const code = normalize(field(form, 'code', { required: true, max: 64 }));
-      const who = await identified(req, reply, ctx, form);
-      await formIntent(ctx, form, who.session);
-      await regulated(req, ctx, attemptOf(who), 'backup', 'backup code', async () => {
-        const hashes = Array.isArray(who.secret.BackupHashes) ? (who.secret.BackupHashes as string[]) : [];
-        const hit = await matching(hashes, code);
-        if (!hit) return false;
-        // Spend it inside the write: of two parallel uses of one code, only one finds it still there.
-        let spent = false;
-        await ctx.store.systemPut(User, who.user.id, (doc, s) => {
-          if (!doc) return null;
-          const list = Array.isArray(s.BackupHashes) ? (s.BackupHashes as string[]) : [];
-          spent = list.includes(hit);
-          return { doc, secret: { ...s, BackupHashes: list.filter((h) => h !== hit) } };
-        });
-        return spent;
-      });
-      await proven(req, reply, ctx, who.session, 'backup');
-      return reply.code(204).send();
-    });
-
-    app.post('/auth/enroll/backup', { schema: BACKUP_GENERATE }, async (req, reply) => {
-      // An administrator may generate a user's codes (?user=) to hand them over.
-      const change = await credentialChange(req, ctx, 'backup', 'set');
-      const { userId } = change;
-      const codes = Array.from({ length: BACKUP_CODE_COUNT }, newCode);
-      const hashes = await Promise.all(codes.map((c) => hashSecret(normalize(c))));
-      await ctx.store.systemPut(User, userId, (doc, s) =>
-        doc ? { doc, secret: { ...s, BackupHashes: hashes } } : null,
-      );
-      await credentialChanged(req, reply, ctx, change, 'backup');
-      reply.header('Cache-Control', 'no-store');
-      return reply
-        .code(200)
-        .type('application/json')
-        .send(JSON.stringify({ Codes: codes }));
-    });
-
-    app.delete('/auth/enroll/backup', { schema: BACKUP_REMOVE }, async (req, reply) => {
-      const change = await credentialChange(req, ctx, 'backup', 'remove');
-      const { userId } = change;
-      await ctx.store.systemPut(User, userId, (doc, s) => {
-        if (!doc) return null;
-        const { BackupHashes: _, ...rest } = s;
-        return { doc, secret: rest };
-      });
-      await credentialChanged(req, reply, ctx, change, 'backup');
-      return reply.code(204).send();
-    });
+  words: { label: 'a backup code', proof: 'a backup code' },
+  form: { rank: 60, submit: 'Use backup code', hint: 'Each backup code works once.' },
+  settings: {
+    title: 'Backup codes',
+    rank: 50,
+    intro:
+      'Ten single-use codes for when your other methods are not at hand. Generating new ones voids the old ones.',
+    client: 'backup',
   },
+  prove: {
+    summary: 'Prove a backup code (each code once)',
+    what: 'backup code',
+    fields: [{ name: 'code', label: 'Backup code', input: 'text', maxLength: 64, autocomplete: 'off' }],
+    check: (ctx, who, values) => spend(ctx, who, values.code ?? ''),
+  },
+  enroll: [
+    {
+      // An administrator may generate a user's codes (?user=) to hand them over.
+      method: 'POST',
+      op: 'set',
+      summary: 'New backup codes, replacing the old ones (shown once)',
+      answer: { Codes: { type: 'array', items: { type: 'string' } } },
+      async write(ctx, { userId }) {
+        const codes = Array.from({ length: BACKUP_CODE_COUNT }, newCode);
+        const hashes = await Promise.all(codes.map((c) => hashSecret(normalize(c))));
+        await ctx.store.systemPut(User, userId, (doc, s) =>
+          doc ? { doc, secret: { ...s, BackupHashes: hashes } } : null,
+        );
+        return { Codes: codes };
+      },
+    },
+    {
+      method: 'DELETE',
+      op: 'remove',
+      summary: 'Remove the backup codes',
+      async write(ctx, { userId }) {
+        await ctx.store.systemPut(User, userId, (doc, s) => {
+          if (!doc) return null;
+          const { BackupHashes: _, ...rest } = s;
+          return { doc, secret: rest };
+        });
+        return undefined;
+      },
+    },
+  ],
 };
-
-const TAG = 'Sign-in: backup codes';
-const BACKUP_STEP = signInStep(
-  TAG,
-  'Prove a backup code (each code once)',
-  { code: { type: 'string', maxLength: 64 } },
-  ['code'],
-);
-const BACKUP_GENERATE = enrollment(TAG, 'New backup codes, replacing the old ones (shown once)', {
-  answer: jsonObject('The codes', { Codes: { type: 'array', items: { type: 'string' } } }),
-});
-const BACKUP_REMOVE = enrollment(TAG, 'Remove the backup codes');

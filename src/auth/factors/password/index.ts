@@ -11,10 +11,19 @@ export function passwordProblem(v: string, tenant: Record<string, unknown>): str
 /** POST /auth/password (form intent, password); PUT/DELETE /auth/enroll/password {"Password"}. */
 export const passwordFactor = knowledgeFactor({
   name: 'password',
+  tag: 'Sign-in: password',
   formField: 'password',
   jsonField: 'Password',
   hashKey: 'PasswordHash',
   flag: 'HavePassword',
   what: 'password',
   check: passwordProblem,
+  words: { label: 'password', proof: 'your password' },
+  field: { label: 'Password', input: 'secret', autocomplete: 'current-password' },
+  form: { rank: 20, submit: 'Sign in with password' },
+  settings: {
+    title: 'Password',
+    rank: 10,
+    secret: { field: 'Password', label: 'New password', input: 'secret', submit: 'Save password' },
+  },
 });

@@ -1,25 +1,11 @@
 import * as OTPAuth from 'otpauth';
 import QRCode from 'qrcode';
 import { ApiError } from '../../../core/errors.js';
-import { formBody } from '../../../core/routeschema.js';
 import { User } from '../../../objects/user.js';
 import type { ServiceContext } from '../../../store/service.js';
 import { tenantDoc } from '../../integrity.js';
-import {
-  attemptOf,
-  type Factor,
-  FLOW,
-  field,
-  formIntent,
-  formOf,
-  identified,
-  jsonBody,
-  proven,
-  regulated,
-} from '../factor.js';
+import { type Factor, regulated } from '../factor.js';
 import { decryptSecret, encryptSecret } from '../secrets.js';
-import { enrollment, jsonObject, signInStep } from '../stepschemas.js';
-import { credentialChange, credentialChanged } from '../stepup.js';
 
 /** RFC 6238 defaults, which every authenticator app (and oathtool --totp) uses. */
 const PERIOD = 30;
@@ -69,6 +55,30 @@ async function checkCode(
   return fresh;
 }
 
+/** A pending secret for the user to scan: stored until a code from the app confirms it. */
+async function pendingSecret(ctx: ServiceContext, userId: string) {
+  const user = await ctx.store.get(User, userId);
+  const tenant = await tenantDoc(ctx);
+  const secret = new OTPAuth.Secret({ size: 20 });
+  const totp = new OTPAuth.TOTP({
+    issuer: String(tenant.Name || 'Gatehouse'),
+    label: String(user?.doc.Email || user?.doc.UserName || userId),
+    algorithm: 'SHA1',
+    digits: DIGITS,
+    period: PERIOD,
+    secret,
+  });
+  const box = await encryptSecret(ctx, secret.base32, aad(userId));
+  await ctx.store.systemPut(User, userId, (doc, s) =>
+    doc ? { doc, secret: { ...s, TOTPPending: box } } : null,
+  );
+  const uri = totp.toString();
+  const qr = await QRCode.toDataURL(uri, { margin: 1, width: 240 });
+  return { Secret: secret.base32, URI: uri, QRCode: qr };
+}
+
+const spaceless = (code: string) => code.replace(/\s+/g, '');
+
 /**
  * POST /auth/totp (form code): a code from an authenticator app. Enrollment: POST
  * /auth/enroll/totp starts (secret, otpauth URI, QR code), POST /auth/enroll/totp/confirm {"Code"}
@@ -77,99 +87,74 @@ async function checkCode(
 export const totpFactor: Factor = {
   name: 'totp',
   kind: 'possession',
+  tag: 'Sign-in: authenticator app',
   enrolled: (user) => user.HaveTOTPSecret === true,
-  register(app, ctx) {
-    app.post('/auth/totp', { ...FLOW, schema: TOTP_STEP }, async (req, reply) => {
-      const form = formOf(req);
-      const code = field(form, 'code', { required: true, max: 16 }).replace(/\s+/g, '');
-      const who = await identified(req, reply, ctx, form);
-      await formIntent(ctx, form, who.session);
-      await regulated(req, ctx, attemptOf(who), 'totp', 'TOTP code', () =>
-        checkCode(ctx, who.user.id, code, false),
-      );
-      await proven(req, reply, ctx, who.session, 'totp');
-      return reply.code(204).send();
-    });
-
-    app.post('/auth/enroll/totp', { schema: TOTP_GENERATE }, async (req, reply) => {
+  words: { label: 'authenticator app', proof: 'your authenticator app' },
+  form: { rank: 30, submit: 'Verify code', hint: 'Open your authenticator app and type the 6-digit code.' },
+  settings: { title: 'Authenticator app', rank: 30, client: 'totp' },
+  prove: {
+    summary: 'Prove a code of the authenticator app (each code once)',
+    what: 'TOTP code',
+    fields: [
+      {
+        name: 'code',
+        label: 'Code from your authenticator app',
+        input: 'digits',
+        maxLength: 16,
+        autocomplete: 'one-time-code',
+      },
+    ],
+    check: (ctx, who, values) => checkCode(ctx, who.user.id, spaceless(values.code ?? ''), false),
+  },
+  enroll: [
+    {
       // An administrator may provision a user's authenticator (?user=): the secret goes to them.
       // Only a pending secret is stored here; the confirmation replaces the enrolled one.
-      const { userId } = await credentialChange(req, ctx, 'totp', 'set');
-      const user = await ctx.store.get(User, userId);
-      const tenant = await tenantDoc(ctx);
-      const secret = new OTPAuth.Secret({ size: 20 });
-      const totp = new OTPAuth.TOTP({
-        issuer: String(tenant.Name || 'Gatehouse'),
-        label: String(user?.doc.Email || user?.doc.UserName || userId),
-        algorithm: 'SHA1',
-        digits: DIGITS,
-        period: PERIOD,
-        secret,
-      });
-      const box = await encryptSecret(ctx, secret.base32, aad(userId));
-      await ctx.store.systemPut(User, userId, (doc, s) =>
-        doc ? { doc, secret: { ...s, TOTPPending: box } } : null,
-      );
-      const uri = totp.toString();
-      const qr = await QRCode.toDataURL(uri, { margin: 1, width: 240 });
-      reply.header('Cache-Control', 'no-store');
-      return reply
-        .code(200)
-        .type('application/json')
-        .send(JSON.stringify({ Secret: secret.base32, URI: uri, QRCode: qr }));
-    });
-
-    app.post('/auth/enroll/totp/confirm', { schema: TOTP_CONFIRM }, async (req, reply) => {
-      const change = await credentialChange(req, ctx, 'totp', 'set');
-      const { userId } = change;
-      const code = jsonBody(req).Code;
-      if (typeof code !== 'string')
-        throw new ApiError('InvalidField', 'Code must be a string', { field: 'Code' });
-      const pending = (await ctx.store.getSecret(User, userId)).TOTPPending;
-      if (typeof pending !== 'string')
-        throw new ApiError('Conflict', 'no TOTP enrollment is in progress: POST /auth/enroll/totp first');
-      // Counted apart from sign-in codes: a confirmation checks the pending secret, not the enrolled one.
-      const at = {
-        userId,
-        secret: await ctx.store.getSecret(User, userId),
-        deviceId: req.principal?.deviceId,
-      };
-      await regulated(req, ctx, at, 'totp_confirm', 'TOTP code', () =>
-        checkCode(ctx, userId, code.replace(/\s+/g, ''), true),
-      );
-      await credentialChanged(req, reply, ctx, change, 'totp');
-      return reply.code(204).send();
-    });
-
-    app.delete('/auth/enroll/totp', { schema: TOTP_REMOVE }, async (req, reply) => {
-      const change = await credentialChange(req, ctx, 'totp', 'remove');
-      const { userId } = change;
-      await ctx.store.systemPut(User, userId, (doc, s) => {
-        if (!doc) return null;
-        const { TOTPSecret: _a, TOTPPending: _b, TOTPLastStep: _c, ...rest } = s;
-        return { doc: { ...doc, HaveTOTPSecret: false }, secret: rest };
-      });
-      await credentialChanged(req, reply, ctx, change, 'totp');
-      return reply.code(204).send();
-    });
-  },
+      method: 'POST',
+      op: 'set',
+      summary: 'A new pending secret to scan; enrolled once confirmed',
+      answer: {
+        Secret: { type: 'string' },
+        URI: { type: 'string' },
+        QRCode: { type: 'string', description: 'A data: URL of the QR code' },
+      },
+      completes: false,
+      write: (ctx, { userId }) => pendingSecret(ctx, userId),
+    },
+    {
+      method: 'POST',
+      path: '/confirm',
+      op: 'set',
+      summary: 'Confirm the pending secret with a code from the app',
+      body: { properties: { Code: { type: 'string', maxLength: 16 } }, required: ['Code'] },
+      async write(ctx, { userId }, body, req) {
+        const pending = (await ctx.store.getSecret(User, userId)).TOTPPending;
+        if (typeof pending !== 'string')
+          throw new ApiError('Conflict', 'no TOTP enrollment is in progress: POST /auth/enroll/totp first');
+        // Counted apart from sign-in codes: a confirmation checks the pending secret, not the enrolled one.
+        const at = {
+          userId,
+          secret: await ctx.store.getSecret(User, userId),
+          deviceId: req.principal?.deviceId,
+        };
+        await regulated(req, ctx, at, 'totp_confirm', 'TOTP code', () =>
+          checkCode(ctx, userId, spaceless(body.Code ?? ''), true),
+        );
+        return undefined;
+      },
+    },
+    {
+      method: 'DELETE',
+      op: 'remove',
+      summary: 'Remove the authenticator app',
+      async write(ctx, { userId }) {
+        await ctx.store.systemPut(User, userId, (doc, s) => {
+          if (!doc) return null;
+          const { TOTPSecret: _a, TOTPPending: _b, TOTPLastStep: _c, ...rest } = s;
+          return { doc: { ...doc, HaveTOTPSecret: false }, secret: rest };
+        });
+        return undefined;
+      },
+    },
+  ],
 };
-
-const TAG = 'Sign-in: authenticator app';
-const TOTP_STEP = signInStep(
-  TAG,
-  'Prove a code of the authenticator app (each code once)',
-  { code: { type: 'string', maxLength: 16 } },
-  ['code'],
-);
-const TOTP_GENERATE = enrollment(TAG, 'A new pending secret to scan; enrolled once confirmed', {
-  answer: jsonObject('The pending secret', {
-    Secret: { type: 'string' },
-    URI: { type: 'string' },
-    QRCode: { type: 'string', description: 'A data: URL of the QR code' },
-  }),
-});
-const TOTP_CONFIRM = enrollment(TAG, 'Confirm the pending secret with a code from the app', {
-  body: formBody({ code: { type: 'string' } }, ['code']),
-});
-const TOTP_REMOVE = enrollment(TAG, 'Remove the authenticator app');
