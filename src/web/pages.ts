@@ -1,11 +1,14 @@
 /** Server-rendered HTML of the sign-in pages. Every dynamic value goes through esc(). */
+
+import type { Factor } from '../auth/factors/factor.js';
+import { factors as registry } from '../auth/factors/index.js';
 import { esc } from '../core/html.js';
 import { assetUrl } from './bundle.js';
+import { pageFactors, settingsCards, signinForms } from './factorforms.js';
 import { ICON_LINKS } from './favicon.js';
 import { type ProviderButton, providerButtons, providerLinksCard } from './federation.js';
-import { MOBILE_ENROLL_CARD, MOBILE_MAIN, MOBILE_SIGNIN_FORM } from './mobileui.js';
-import { OTP_ENROLL_CARD, OTP_LINK_MAIN, OTP_SIGNIN_FORM } from './otp.js';
-import { PSTN_ENROLL_CARD, PSTN_SIGNIN_FORM } from './pstn.js';
+import { MOBILE_MAIN } from './mobileui.js';
+import { OTP_LINK_MAIN } from './otp.js';
 
 export interface PageOpts {
   page:
@@ -75,14 +78,6 @@ ${o.main}
 `;
 }
 
-const factorForm = (id: string, label: string, input: string, inputId: string, button: string, hint = '') => `
-    <form id="${id}" class="factor" hidden>
-      <label for="${inputId}">${label}</label>
-      ${input}
-      ${hint ? `<p class="muted">${hint}</p>` : ''}
-      <button type="submit" class="block">${button}</button>
-    </form>`;
-
 export function signinPage(
   tenant: string,
   returnUrl: string,
@@ -93,6 +88,8 @@ export function signinPage(
   signedIn = false,
   providers: readonly ProviderButton[] = [],
   passkeys = true,
+  /** The sign-in factors, whose forms the page draws (src/web/factorforms.ts). */
+  factors: readonly Factor[] = registry,
 ): string {
   return layout({
     page: 'signin',
@@ -115,22 +112,11 @@ export function signinPage(
     </form>
     ${passkeys ? '<button type="button" id="passkey-signin" class="secondary block" hidden>Sign in with a passkey</button>' : ''}${providerButtons(providers)}
   </div>
-  <div id="step-factors" hidden>
+  <div id="step-factors" data-factors="${esc(JSON.stringify(pageFactors(factors)))}" hidden>
     <div class="who"><span><span id="who-label">Signing in as</span> <strong id="who-email"></strong></span>
       <button type="button" id="not-me" class="secondary">Not you?</button></div>
     <p class="muted" id="progress" aria-live="polite"></p>
-    ${factorForm('f-password', 'Password', '<input id="password" name="password" type="password" autocomplete="current-password" required>', 'password', 'Sign in with password')}
-    ${factorForm('f-pin', 'PIN', '<input id="pin" name="code" type="password" inputmode="numeric" autocomplete="off" pattern="[0-9]*" required>', 'pin', 'Continue with PIN')}
-    ${factorForm('f-totp', 'Code from your authenticator app', '<input id="totp" name="code" inputmode="numeric" autocomplete="one-time-code" pattern="[0-9 ]*" maxlength="7" required>', 'totp', 'Verify code', 'Open your authenticator app and type the 6-digit code.')}
-    ${factorForm('f-backup', 'Backup code', '<input id="backup" name="code" autocomplete="off" required>', 'backup', 'Use backup code', 'Each backup code works once.')}
-    <form id="f-u2f" class="factor" hidden>
-      <p>Use your security key or passkey: insert or touch the key, or confirm on this device.</p>
-      <button type="submit" class="block">Use security key</button>
-    </form>
-    ${factorForm('f-activation', 'Activation code', '<input id="activation" name="code" autocomplete="off" required>', 'activation', 'Activate')}
-    ${OTP_SIGNIN_FORM}
-    ${PSTN_SIGNIN_FORM}
-    ${MOBILE_SIGNIN_FORM}
+    ${signinForms(factors, passkeys)}
     <div id="other-ways" class="row"></div>
     <p id="no-factor" class="alert error" hidden>No sign-in method is set up for this account. Ask an administrator to set a password.</p>
     <p class="muted"><a href="${esc(`/signin/vouch?${new URLSearchParams({ return: returnUrl, intent }).toString()}`)}">Lost your phone or key? Ask a colleague to vouch for you</a></p>
@@ -144,17 +130,11 @@ export function signinPage(
   });
 }
 
-/** Security keys and passkeys on the settings page: offered only where they can work. */
-const U2F_ENROLL_CARD = `
-  <section class="card" aria-labelledby="h-u2f">
-    <h2 id="h-u2f">Security keys and passkeys <span id="st-u2f" class="badge"></span></h2>
-    <p class="muted">A hardware key (USB, NFC) or a passkey on this device: signs you in without a password, and cannot be phished.</p>
-    <ul id="keys" class="keys"></ul>
-    <form id="e-u2f">
-      <label for="key-name">Name of the new key</label>
-      <input id="key-name" maxlength="64" autocomplete="off" placeholder="e.g. Blue key">
-      <button type="submit">Add a security key or passkey</button>
-    </form>
+const REFERENCE_VIDEO_CARD = `
+  <section class="card" aria-labelledby="h-refvideo">
+    <h2 id="h-refvideo">Reference video</h2>
+    <p class="muted">A short video of you. If you ever lose your sign-in methods, a colleague who vouches for you compares a new recording with it.</p>
+    <p><a href="/signin/vouch/reference">View or record your reference video</a></p>
   </section>`;
 
 export function enrollPage(
@@ -162,6 +142,7 @@ export function enrollPage(
   signedIn = false,
   providers: readonly ProviderButton[] = [],
   passkeys = true,
+  factors: readonly Factor[] = registry,
 ): string {
   return layout({
     page: 'enroll',
@@ -175,59 +156,10 @@ export function enrollPage(
 <p class="lead">Signed in as <strong id="enroll-who">…</strong></p>
 <p id="enroll-stepup" class="alert warn" hidden>To change anything here, first confirm it’s you with another of your sign-in methods. <a href="/signin?return=%2Fsignin%2Fenroll">Confirm it’s you</a></p>
 <div class="grid">
-  <section class="card" aria-labelledby="h-pw">
-    <h2 id="h-pw">Password <span id="st-password" class="badge"></span></h2>
-    <form id="e-password">
-      <label for="new-password">New password</label>
-      <input id="new-password" type="password" autocomplete="new-password" required>
-      <label for="new-password2">Repeat the new password</label>
-      <input id="new-password2" type="password" autocomplete="new-password" required>
-      <button type="submit">Save password</button>
-    </form>
-  </section>
-  <section class="card" aria-labelledby="h-pin">
-    <h2 id="h-pin">PIN <span id="st-pin" class="badge"></span></h2>
-    <form id="e-pin">
-      <label for="new-pin">New PIN (4 to 12 digits)</label>
-      <input id="new-pin" type="password" inputmode="numeric" pattern="[0-9]{4,12}" autocomplete="off" required>
-      <button type="submit">Save PIN</button>
-    </form>
-  </section>
-  <section class="card" aria-labelledby="h-totp">
-    <h2 id="h-totp">Authenticator app <span id="st-totp" class="badge"></span></h2>
-    <p class="muted">Six-digit codes from an app on your phone, such as Google Authenticator, Microsoft Authenticator or 1Password.</p>
-    <p class="muted" id="totp-replace-note" hidden>Replacing it: the app you use now keeps working until you confirm a code from the new one.</p>
-    <button type="button" id="totp-start">Set up an authenticator app</button>
-    <button type="button" id="totp-remove" class="danger" hidden>Remove</button>
-    <div id="totp-setup" hidden>
-      <img id="totp-qr" class="qr" alt="QR code to scan with your authenticator app">
-      <p class="muted">Or type this key: <code id="totp-secret"></code></p>
-      <form id="e-totp">
-        <label for="totp-code">Code shown by the app</label>
-        <input id="totp-code" inputmode="numeric" autocomplete="one-time-code" maxlength="7" required>
-        <button type="submit">Confirm</button>
-        <button type="button" id="totp-cancel" class="secondary">Cancel</button>
-      </form>
-    </div>
-  </section>
-${passkeys ? U2F_ENROLL_CARD : ''}
-  <section class="card" aria-labelledby="h-backup">
-    <h2 id="h-backup">Backup codes</h2>
-    <p class="muted">Ten single-use codes for when your other methods are not at hand. Generating new ones voids the old ones.</p>
-    <button type="button" id="backup-gen">Generate backup codes</button>
-    <div id="backup-out" hidden>
-      <p class="muted">Store these somewhere safe; they are shown only now.</p>
-      <ol id="backup-codes" class="codes"></ol>
-    </div>
-  </section>
-  <section class="card" aria-labelledby="h-refvideo">
-    <h2 id="h-refvideo">Reference video</h2>
-    <p class="muted">A short video of you. If you ever lose your sign-in methods, a colleague who vouches for you compares a new recording with it.</p>
-    <p><a href="/signin/vouch/reference">View or record your reference video</a></p>
-  </section>${providerLinksCard(providers)}
-${OTP_ENROLL_CARD}
-${PSTN_ENROLL_CARD}
-${MOBILE_ENROLL_CARD}
+${settingsCards(factors, passkeys, [
+  { rank: 55, html: REFERENCE_VIDEO_CARD },
+  { rank: 60, html: providerLinksCard(providers) },
+])}
 </div>`,
   });
 }

@@ -1,7 +1,10 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { ApiError } from '../../core/errors.js';
+import type { RouteSchema } from '../../core/routeschema.js';
 import type { ServiceContext } from '../../store/service.js';
 import { completeSignIn } from '../session/complete.js';
-import { mutateSession, sessionById } from '../session/sessions.js';
+import { deleteSession, mutateSession, sessionById } from '../session/sessions.js';
+import { FLOW } from './factor.js';
 
 /**
  * An approval given on another device (an e-mail link opened, a phone's push approved) proves
@@ -34,4 +37,45 @@ export async function proveForAskingSession(
     { rotate: false },
   );
   if (!raised || raised.session.userId !== userId) throw new ApiError('SessionConflict', ended);
+}
+
+/** A request answered on another device: which session asked, for whom, from where. */
+export interface Answered {
+  sessionId: string;
+  userId: string;
+  /** The asking client's address, for the log of a refusal. */
+  address: string;
+}
+
+/**
+ * The two answers to a request sent elsewhere (an e-mail link, a push), the same for every such
+ * factor: approving proves the factor for the session that asked; refusing ends that session and
+ * is logged as a warning. `spend` finds the request the form's token names, under regulation,
+ * and spends it (an answer is given once).
+ */
+export interface AnswerRoutes {
+  factor: string;
+  approve: { url: string; schema: RouteSchema };
+  refuse: { url: string; schema: RouteSchema };
+  spend(req: FastifyRequest, action: 'approve' | 'refuse'): Promise<Answered>;
+  /** 409's message when the asking session is gone. */
+  ended: string;
+  /** The log line of a refusal. */
+  refused: string;
+}
+
+export function registerAnswers(app: FastifyInstance, ctx: ServiceContext, spec: AnswerRoutes): void {
+  app.post(spec.approve.url, { ...FLOW, schema: spec.approve.schema }, async (req, reply) => {
+    const a = await spec.spend(req, 'approve');
+    // The session that asked gets the factor, whoever answered: the answering browser gets nothing.
+    await proveForAskingSession(ctx, a.sessionId, a.userId, spec.factor, spec.ended);
+    return reply.code(204).send();
+  });
+  app.post(spec.refuse.url, { ...FLOW, schema: spec.refuse.schema }, async (req, reply) => {
+    const a = await spec.spend(req, 'refuse');
+    const asking = await sessionById(ctx, a.sessionId);
+    if (asking && asking.userId === a.userId) await deleteSession(ctx, asking.id);
+    req.log.warn({ userId: a.userId, session: a.sessionId, address: a.address }, spec.refused);
+    return reply.code(204).send();
+  });
 }

@@ -21,7 +21,13 @@ export interface KnowledgeSpec {
   /** The sign-in form's input and button. */
   field: Omit<FieldSpec, 'name' | 'maxLength'>;
   form: SignInForm;
-  settings: SettingsForm;
+  /** Its card on the settings page (the secret's `flag` is filled in from `flag`). */
+  settings: Omit<SettingsForm, 'secret'> & { secret?: Omit<NonNullable<SettingsForm['secret']>, 'flag'> };
+}
+
+function settingsOf(spec: KnowledgeSpec): SettingsForm {
+  const { secret, ...rest } = spec.settings;
+  return secret ? { ...rest, secret: { ...secret, flag: spec.flag } } : rest;
 }
 
 /**
@@ -37,7 +43,7 @@ export function knowledgeFactor(spec: KnowledgeSpec): Factor {
     enrolled: (user) => user[spec.flag] === true,
     words: spec.words,
     form: spec.form,
-    settings: spec.settings,
+    settings: settingsOf(spec),
     prove: {
       summary: `Prove the ${spec.what}`,
       what: spec.what,

@@ -101,9 +101,9 @@ export type ClientPart = 'webauthn' | 'otp' | 'pstn' | 'mobile' | 'totp' | 'back
 /** How the sign-in page offers the factor among the ways to prove who one is. */
 export interface SignInForm {
   /** Where it comes among the choices (lower first). */
-  rank: number;
+  rank?: number;
   /** The form's button. */
-  submit: string;
+  submit?: string;
   /** A line under the fields. */
   hint?: string;
   /** Drawn by a browser part instead of from the prove step's fields. */
@@ -122,7 +122,21 @@ export interface SettingsForm {
    * A secret chosen by the person, typed twice, sent as this field of the PUT enroll step
    * (password, PIN). Its input is drawn from `input`, its rule checked by the server.
    */
-  secret?: { field: string; label: string; input: FieldInput; pattern?: string; submit: string };
+  secret?: {
+    field: string;
+    label: string;
+    input: FieldInput;
+    pattern?: string;
+    /** Typed twice: the label of the second input. */
+    repeat?: string;
+    /** The user's field that says it is set up (HavePassword). */
+    flag: string;
+    submit: string;
+    /** The button once it is set up. */
+    change: string;
+    /** Said when saved. */
+    saved: string;
+  };
   /** Drawn by a browser part (an app to scan, keys to list, codes to show). */
   client?: ClientPart;
 }

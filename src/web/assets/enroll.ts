@@ -1,12 +1,16 @@
 /**
- * The security-settings page (/signin/enroll): password, PIN, authenticator app and backup codes
- * here; security keys in webauthn.ts, the out-of-band factors' cards in otp.ts, pstn.ts, mobile.ts.
+ * The security-settings page (/signin/enroll): the secrets a person chooses (password, PIN, from
+ * their factors' descriptions), the authenticator app and backup codes here; security keys in webauthn.ts, the out-of-band factors' cards in otp.ts, pstn.ts, mobile.ts.
  */
 import { type ApiResult, api, errorOf, explain } from './api.js';
 import { $, alertBox, setSignedIn, show, signinFor } from './dom.js';
 
+/** The cards of secrets a person chooses (password, PIN), drawn from their factors' descriptions. */
+const secretForms = () => Array.from(document.querySelectorAll<HTMLFormElement>('form[data-secret]'));
+
 /** GET /users/me as this page reads it. */
 interface Me {
+  [flag: string]: unknown;
   ID: string;
   Email?: string;
   UserName?: string;
@@ -29,14 +33,18 @@ export class EnrollPage {
         return null;
       }
       const u = r.data as Me;
-      for (const [field, id] of [
-        ['HavePassword', 'st-password'],
-        ['HavePIN', 'st-pin'],
-        ['HaveTOTPSecret', 'st-totp'],
-      ] as const) {
+      const badge = (id: string, on: boolean) => {
         const el = $(id);
-        el.textContent = u[field] ? 'set up' : 'not set up';
-        el.className = `badge${u[field] ? ' on' : ''}`;
+        el.textContent = on ? 'set up' : 'not set up';
+        el.className = `badge${on ? ' on' : ''}`;
+      };
+      badge('st-totp', !!u.HaveTOTPSecret);
+      // A secret's card says by its flag (data-flag, e.g. HavePassword) whether it is set up.
+      for (const form of secretForms()) {
+        const on = u[form.dataset.flag ?? ''] === true;
+        badge(`st-${form.id.slice(2)}`, on);
+        const button = form.querySelector('button');
+        if (button) button.textContent = (on ? form.dataset.change : form.dataset.submit) ?? '';
       }
       $('enroll-who').textContent = u.Email || u.UserName || u.ID;
       show($('totp-remove'), !!u.HaveTOTPSecret);
@@ -44,10 +52,6 @@ export class EnrollPage {
       $('totp-start').textContent = u.HaveTOTPSecret
         ? 'Replace the authenticator app'
         : 'Set up an authenticator app';
-      $('e-password').querySelector('button')!.textContent = u.HavePassword
-        ? 'Change password'
-        : 'Save password';
-      $('e-pin').querySelector('button')!.textContent = u.HavePIN ? 'Change PIN' : 'Save PIN';
       this.replacingTotp = !!u.HaveTOTPSecret;
       setSignedIn(true);
       // Changes need the level this person's sign-in methods reach: say so before they type.
@@ -83,27 +87,24 @@ export class EnrollPage {
     $<HTMLFormElement>('e-totp').reset();
   }
 
+  /** Every secret's card (src/web/factorforms.ts): typed (twice if asked), PUT to its enroll step. */
   bindSecrets(): void {
-    $('e-password').addEventListener('submit', (ev) => {
-      ev.preventDefault();
-      if ($<HTMLInputElement>('new-password').value !== $<HTMLInputElement>('new-password2').value) {
-        alertBox('error', 'The two passwords differ.');
-        return;
-      }
-      api('PUT', '/auth/enroll/password', {
-        json: { Password: $<HTMLInputElement>('new-password').value },
-      }).then((r) => {
-        if (r.status === 204) $<HTMLFormElement>('e-password').reset();
-        this.done(r, 'Password saved.');
+    for (const form of secretForms()) {
+      const name = form.id.slice(2);
+      form.addEventListener('submit', (ev) => {
+        ev.preventDefault();
+        const value = $<HTMLInputElement>(`new-${name}`).value;
+        const again = document.getElementById(`new-${name}2`) as HTMLInputElement | null;
+        if (again && again.value !== value) {
+          alertBox('error', 'The two entries differ.');
+          return;
+        }
+        api('PUT', `/auth/enroll/${name}`, { json: { [form.dataset.secret ?? '']: value } }).then((r) => {
+          if (r.status === 204) form.reset();
+          this.done(r, form.dataset.saved ?? 'Saved.');
+        });
       });
-    });
-    $('e-pin').addEventListener('submit', (ev) => {
-      ev.preventDefault();
-      api('PUT', '/auth/enroll/pin', { json: { PIN: $<HTMLInputElement>('new-pin').value } }).then((r) => {
-        if (r.status === 204) $<HTMLFormElement>('e-pin').reset();
-        this.done(r, 'PIN saved.');
-      });
-    });
+    }
   }
 
   bindTotp(): void {

@@ -1,7 +1,8 @@
 /**
  * The sign-in page (/signin): the e-mail step, then one factor at a time until the session
- * reaches the level asked for, then "signed in" or the return URL. A factor's form lives in the
- * page's markup (src/web/pages.ts); the out-of-band factors' parts are otp.ts, pstn.ts, mobile.ts.
+ * reaches the level asked for, then "signed in" or the return URL. The factors, their words and
+ * their forms come from the server's description (src/web/factorforms.ts, the data-factors
+ * attribute); the parts of factors not typed into fields are webauthn.ts, otp.ts, pstn.ts, mobile.ts.
  */
 import { type ApiResult, api, explain } from './api.js';
 import { $, alertBox, setSignedIn, show } from './dom.js';
@@ -23,68 +24,42 @@ interface AuthState {
   Reason?: string;
 }
 
-const FACTOR_FORMS: Record<string, string> = {
-  password: 'f-password',
-  pin: 'f-pin',
-  totp: 'f-totp',
-  backup: 'f-backup',
-  otp: 'f-otp',
-  pstn: 'f-pstn',
-  mobile: 'f-mobile',
-  u2f: 'f-u2f',
-};
-// Security keys (webauthn.ts): one choice for the three proofs a key can give (u2f, u2f_uv, u2f_up).
-const KIND: Record<string, string> = {
-  password: 'knowledge',
-  pin: 'knowledge',
-  totp: 'possession',
-  backup: 'possession',
-  activation_code: 'invitation',
-  otp: 'possession',
-  pstn: 'possession',
-  mobile: 'possession',
-  u2f: 'hardware',
-  u2f_uv: 'verified',
-  u2f_up: 'possession',
-};
-const LABEL: Record<string, string> = {
-  password: 'password',
-  pin: 'PIN',
-  totp: 'authenticator app',
-  backup: 'a backup code',
-  activation_code: 'activation code',
-  otp: 'an e-mail link',
-  pstn: 'a code to your phone',
-  mobile: 'a request to your phone app',
-  u2f: 'security key',
-  u2f_uv: 'security key',
-  u2f_up: 'security key',
-};
-const ORDER = ['u2f', 'password', 'totp', 'mobile', 'pin', 'backup', 'otp', 'pstn'];
-// What a person proved, in their words (for "You signed in with …").
-const KEY_PROOF = 'your security key or passkey';
-const PROOF: Record<string, string> = {
-  password: 'your password',
-  pin: 'your PIN',
-  totp: 'your authenticator app',
-  backup: 'a backup code',
-  activation_code: 'your activation code',
-  otp: 'a link sent to your e-mail',
-  pstn: 'a code sent to your phone',
-  mobile: 'your phone',
-  u2f: KEY_PROOF,
-  u2f_uv: KEY_PROOF,
-  u2f_up: KEY_PROOF,
-  vouch: 'a colleague vouching for you',
-  oauth2rp: 'your identity provider',
-};
+/** A factor as the server describes it (src/web/factorforms.ts, PageFactor), from #step-factors. */
+interface PageFactor {
+  name: string;
+  kind: string;
+  label: string;
+  proof: string;
+  rank?: number;
+  choiceOf?: string;
+  fields?: { name: string; id: string }[];
+}
 
-const keyChoice = (list: string[]) =>
-  list.map((f) => (f.indexOf('u2f') === 0 ? 'u2f' : f)).filter((f, i, a) => a.indexOf(f) === i);
+function readFactors(): PageFactor[] {
+  const raw = document.getElementById('step-factors')?.getAttribute('data-factors');
+  try {
+    return raw ? (JSON.parse(raw) as PageFactor[]) : [];
+  } catch {
+    return [];
+  }
+}
+
+const FACTORS = readFactors();
+const byName = (name: string) => FACTORS.find((f) => f.name === name);
+// The choices, best first; a factor proven through another's choice (u2f_uv) is offered as that one.
+const CHOICES = FACTORS.filter((f) => f.rank !== undefined)
+  .sort((a, b) => (a.rank ?? 0) - (b.rank ?? 0))
+  .map((f) => f.name);
+const FORMS = FACTORS.filter((f) => f.rank !== undefined || f.fields).map((f) => `f-${f.name}`);
+const kindOf = (name: string) => byName(name)?.kind ?? '';
+const labelOf = (name: string) => byName(name)?.label ?? '';
+const choiceOf = (name: string) => byName(name)?.choiceOf ?? name;
+const choicesAmong = (list: string[]) =>
+  list.map(choiceOf).filter((f, i, a) => a.indexOf(f) === i && CHOICES.indexOf(f) >= 0);
 
 function proofs(list: string[]): string {
   // Never a factor's internal name: a factor without words here is "another way of signing in".
-  const words = list.map((f) => PROOF[f] || LABEL[f] || 'another way of signing in');
+  const words = list.map((f) => byName(f)?.proof || labelOf(f) || 'another way of signing in');
   return words.length < 2
     ? words.join('')
     : `${words.slice(0, -1).join(', ')} and ${words[words.length - 1]}`;
@@ -137,8 +112,8 @@ export class SigninFlow {
     return next.then((r) => {
       if (r && r.status === 403) {
         show($('step-factors'), true);
-        for (const id of Object.values(FACTOR_FORMS)) show($(id), false);
-        show($('f-activation'), true);
+        for (const id of FORMS) show($(id), false);
+        show($('f-activation_code'), true);
         alertBox('error', 'Your account needs an activation code.');
         return;
       }
@@ -222,16 +197,19 @@ export class SigninFlow {
     show($('step-factors'), true);
     $('who-email').textContent = st.Email ?? '';
     $('who-label').textContent = stepUp ? 'Signed in as' : 'Signing in as';
-    const provenKinds = st.Proven.map((f) => KIND[f]);
-    const ordered = ORDER.filter((f) => keyChoice(st.Factors).indexOf(f) >= 0);
-    const useful = ordered.filter((f) => provenKinds.indexOf(KIND[f]) < 0);
+    const provenKinds = st.Proven.map(kindOf);
+    const offered = choicesAmong(st.Factors);
+    const ordered = CHOICES.filter((f) => offered.indexOf(f) >= 0);
+    const useful = ordered.filter((f) => provenKinds.indexOf(kindOf(f)) < 0);
     const choices = useful.length ? useful : ordered;
     if (choices.indexOf(this.chosen) < 0) this.chosen = choices[0] || '';
     let first: HTMLInputElement | null = null;
-    for (const [k, id] of Object.entries(FACTOR_FORMS)) {
-      const on = k === this.chosen;
-      show($(id), on);
-      if (on) first = $(id).querySelector('input');
+    for (const id of FORMS) {
+      const form = document.getElementById(id);
+      if (!form) continue;
+      const on = id === `f-${this.chosen}`;
+      show(form, on);
+      if (on) first = form.querySelector('input');
     }
     const others = $('other-ways');
     others.textContent = '';
@@ -239,14 +217,14 @@ export class SigninFlow {
       const b = document.createElement('button');
       b.type = 'button';
       b.className = 'secondary';
-      b.textContent = `Use ${LABEL[f]} instead`;
+      b.textContent = `Use ${labelOf(f)} instead`;
       b.addEventListener('click', () => {
         this.chosen = f;
         this.render();
       });
       others.appendChild(b);
     }
-    show($('f-activation'), false);
+    show($('f-activation_code'), false);
     if (this.chosen === 'pstn') this.hooks.pstnLoad();
     show($('no-factor'), st.Factors.length === 0 && !st.LocationRequired);
     $('progress').textContent = st.Proven.length
@@ -288,11 +266,13 @@ export class SigninFlow {
 export function initSignin(page: PageState, hooks: SigninHooks, factors: ((flow: SigninFlow) => void)[]) {
   const flow = new SigninFlow(page, hooks);
   flow.bindStep('f-email', '/auth/email', { email: 'email' });
-  flow.bindStep('f-password', '/auth/password', { password: 'password' });
-  flow.bindStep('f-pin', '/auth/pin', { code: 'pin' });
-  flow.bindStep('f-totp', '/auth/totp', { code: 'totp' });
-  flow.bindStep('f-backup', '/auth/backup', { code: 'backup' });
-  flow.bindStep('f-activation', '/auth/activation_code', { code: 'activation' });
+  // Every typed factor posts its fields to its own step.
+  for (const f of FACTORS) {
+    if (!f.fields) continue;
+    const map: Record<string, string> = {};
+    for (const x of f.fields) map[x.name] = x.id;
+    flow.bindStep(`f-${f.name}`, `/auth/${f.name}`, map);
+  }
   for (const bind of factors) bind(flow);
   $('not-me').addEventListener('click', () => {
     api('POST', '/auth/signout').then(() => {

@@ -115,6 +115,8 @@ export const activationFactor: Factor = {
   kind: 'invitation',
   tag: TAG,
   words: { label: 'activation code', proof: 'your activation code' },
+  // Not a choice (no user has it set up): the page shows it when the account needs one.
+  form: { submit: 'Activate' },
   prove: {
     summary: 'Present an activation code (an invitation)',
     what: 'activation code',

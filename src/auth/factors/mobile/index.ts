@@ -6,8 +6,7 @@ import type { ServiceContext } from '../../../store/service.js';
 import { tenantDoc } from '../../integrity.js';
 import { type RateLimit, takeRequest } from '../../ratelimit.js';
 import { vapidKeys } from '../../session/keys.js';
-import { deleteSession, sessionById } from '../../session/sessions.js';
-import { proveForAskingSession } from '../elsewhere.js';
+import { registerAnswers } from '../elsewhere.js';
 import { type Factor, FLOW, field, formIntent, formOf, identified, jsonBody, regulated } from '../factor.js';
 import { requestingDevice } from '../otp/device.js';
 import { refuseUnknownToken } from '../otp/forged.js';
@@ -55,6 +54,9 @@ export const PUSH_PER_USER: RateLimit = { name: 'push-user', burst: 3, intervalM
 export const mobileFactor: Factor = {
   name: 'mobile',
   kind: 'possession',
+  words: { label: 'a request to your phone app', proof: 'your phone' },
+  form: { rank: 40, client: 'mobile' },
+  settings: { title: 'Sign-in approvals on your phone', rank: 90, client: 'mobile' },
   enrolled: (_user, secret) => devicesOf(secret).length > 0,
   register(app, ctx) {
     app.get(
@@ -143,27 +145,16 @@ export const mobileFactor: Factor = {
         );
     });
 
-    app.post('/auth/mobile/approve', { ...FLOW, schema: POST_AUTH_MOBILE_APPROVE }, async (req, reply) => {
-      const { challenge, userId } = await checked(req, ctx, 'approve');
-      await proveForAskingSession(
-        ctx,
-        challenge.SessionID,
-        userId,
-        'mobile',
-        'the sign-in that asked has ended',
-      );
-      return reply.code(204).send();
-    });
-
-    app.post('/auth/mobile/deny', { ...FLOW, schema: POST_AUTH_MOBILE_DENY }, async (req, reply) => {
-      const { challenge, userId } = await checked(req, ctx, 'deny');
-      const asking = await sessionById(ctx, challenge.SessionID);
-      if (asking && asking.userId === userId) await deleteSession(ctx, asking.id);
-      req.log.warn(
-        { userId, session: challenge.SessionID, address: challenge.Address },
-        'a sign-in was denied on a mobile device; the asking session was ended',
-      );
-      return reply.code(204).send();
+    registerAnswers(app, ctx, {
+      factor: 'mobile',
+      approve: { url: '/auth/mobile/approve', schema: POST_AUTH_MOBILE_APPROVE },
+      refuse: { url: '/auth/mobile/deny', schema: POST_AUTH_MOBILE_DENY },
+      spend: async (req, action) => {
+        const { challenge, userId } = await checked(req, ctx, action === 'approve' ? 'approve' : 'deny');
+        return { sessionId: challenge.SessionID, userId, address: String(challenge.Address ?? '') };
+      },
+      ended: 'the sign-in that asked has ended',
+      refused: 'a sign-in was denied on a mobile device; the asking session was ended',
     });
 
     registerEnrolment(app, ctx);

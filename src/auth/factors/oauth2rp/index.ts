@@ -218,6 +218,7 @@ async function callback(req: FastifyRequest, reply: FastifyReply, ctx: ServiceCo
  */
 export const oauth2rpFactor: Factor = {
   name: FACTOR,
+  words: { label: 'your identity provider', proof: 'your identity provider' },
   register(app, ctx) {
     sealClientSecrets(app, ctx);
     // The providers the sign-in page offers (anyone may ask: names and IDs only).

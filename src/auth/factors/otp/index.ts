@@ -6,8 +6,8 @@ import type { Doc } from '../../../schema/fields.js';
 import type { ServiceContext } from '../../../store/service.js';
 import { tenantDoc } from '../../integrity.js';
 import { type RateLimit, takeRequest } from '../../ratelimit.js';
-import { deleteSession, requestSession, sessionById } from '../../session/sessions.js';
-import { proveForAskingSession } from '../elsewhere.js';
+import { requestSession, sessionById } from '../../session/sessions.js';
+import { registerAnswers } from '../elsewhere.js';
 import { type Factor, FLOW, field, formIntent, formOf, identified, regulated } from '../factor.js';
 import { credentialChange, credentialChanged } from '../stepup.js';
 import { requestingDevice } from './device.js';
@@ -67,6 +67,9 @@ const masked = (email: string) => {
 export const otpFactor: Factor = {
   name: 'otp',
   kind: 'possession',
+  words: { label: 'an e-mail link', proof: 'a link sent to your e-mail' },
+  form: { rank: 70, client: 'otp' },
+  settings: { title: 'Sign-in links by e-mail', rank: 70, client: 'otp' },
   enrolled: enabled,
   register(app, ctx) {
     const mailer = createMailer(ctx.config.mail, ctx.logger);
@@ -140,28 +143,16 @@ export const otpFactor: Factor = {
         );
     });
 
-    app.post('/auth/otp/finish', { ...FLOW, schema: POST_AUTH_OTP_FINISH }, async (req, reply) => {
-      const { link, userId } = await checked(req, ctx, true);
-      // The session that asked gets the factor, whoever opened the link: this browser gets nothing.
-      await proveForAskingSession(
-        ctx,
-        link.SessionID,
-        userId,
-        'otp',
-        'the sign-in that asked for this link has ended',
-      );
-      return reply.code(204).send();
-    });
-
-    app.post('/auth/otp/refuse', { ...FLOW, schema: POST_AUTH_OTP_REFUSE }, async (req, reply) => {
-      const { link, userId } = await checked(req, ctx, true);
-      const asking = await sessionById(ctx, link.SessionID);
-      if (asking && asking.userId === userId) await deleteSession(ctx, asking.id);
-      req.log.warn(
-        { userId, session: link.SessionID, address: link.Device.Address },
-        'a sign-in by e-mail link was refused by the mailbox owner; the asking session was ended',
-      );
-      return reply.code(204).send();
+    registerAnswers(app, ctx, {
+      factor: 'otp',
+      approve: { url: '/auth/otp/finish', schema: POST_AUTH_OTP_FINISH },
+      refuse: { url: '/auth/otp/refuse', schema: POST_AUTH_OTP_REFUSE },
+      spend: async (req) => {
+        const { link, userId } = await checked(req, ctx, true);
+        return { sessionId: link.SessionID, userId, address: String(link.Device.Address ?? '') };
+      },
+      ended: 'the sign-in that asked for this link has ended',
+      refused: 'a sign-in by e-mail link was refused by the mailbox owner; the asking session was ended',
     });
 
     registerEnrolment(app, ctx);

@@ -24,6 +24,14 @@ export const passwordFactor = knowledgeFactor({
   settings: {
     title: 'Password',
     rank: 10,
-    secret: { field: 'Password', label: 'New password', input: 'secret', submit: 'Save password' },
+    secret: {
+      field: 'Password',
+      label: 'New password',
+      input: 'secret',
+      repeat: 'Repeat the new password',
+      submit: 'Save password',
+      change: 'Change password',
+      saved: 'Password saved.',
+    },
   },
 });

@@ -22,6 +22,8 @@ export const pinFactor = knowledgeFactor({
       input: 'secret-digits',
       pattern: '[0-9]{4,12}',
       submit: 'Save PIN',
+      change: 'Change PIN',
+      saved: 'PIN saved.',
     },
   },
 });

@@ -63,6 +63,9 @@ const message = (tenant: string, code: string, mode: PstnMode) =>
 export const pstnFactor: Factor = {
   name: 'pstn',
   kind: 'possession',
+  words: { label: 'a code to your phone', proof: 'a code sent to your phone' },
+  form: { rank: 80, client: 'pstn' },
+  settings: { title: 'Codes by text message or call', rank: 80, client: 'pstn' },
   enrolled: (_user, secret) => devicesOf(secret).some((d) => d.Verified),
   register(app, ctx) {
     const provider = createProvider(ctx.config.pstn, ctx.logger);

@@ -9,10 +9,10 @@ import { err, pathParams, type RouteSchema } from '../../../core/routeschema.js'
 import { User } from '../../../objects/user.js';
 import { enforce } from '../../../policy/decide.js';
 import type { ServiceContext } from '../../../store/service.js';
-import { mutateRequestSession, requestSession } from '../../session/sessions.js';
+import { requestSession } from '../../session/sessions.js';
 import { jsonBody } from '../factor.js';
 import { type CredentialChange, credentialChange, credentialChanged } from '../stepup.js';
-import { storeChallenge } from './challenge.js';
+import { storeChallenge, takeChallenge } from './challenge.js';
 import {
   CHALLENGE_MS,
   credentialsOf,
@@ -141,22 +141,14 @@ async function confirmRegistration(req: FastifyRequest, reply: FastifyReply, ctx
     throw new ApiError('InvalidField', "Credential must be the browser's PublicKeyCredential JSON", {
       field: 'Credential',
     });
-  const { session } = await requestSession(req, ctx);
-  const pending = session?.data.WebAuthn;
-  if (!session || !pending || pending.Purpose !== 'register' || pending.UserID !== change.userId)
-    throw new ApiError(
-      'Conflict',
-      'no security-key registration is in progress: POST /auth/enroll/u2f first',
-    );
-  // Single use: the challenge goes whatever the outcome.
-  await mutateRequestSession(req, reply, ctx, session.id, (cur) => {
-    if (cur.data.WebAuthn?.Challenge !== pending.Challenge)
-      throw new ApiError('Conflict', 'the registration was already answered: POST /auth/enroll/u2f again');
-    const { WebAuthn: _, ...data } = cur.data;
-    return { ...cur, data };
+  const { pending } = await takeChallenge(req, reply, ctx, {
+    purpose: 'register',
+    userId: change.userId,
+    kind: 'Conflict',
+    missing: 'no security-key registration is in progress: POST /auth/enroll/u2f first',
+    spent: 'the registration was already answered: POST /auth/enroll/u2f again',
+    expired: 'the registration has expired: POST /auth/enroll/u2f again',
   });
-  if (pending.Expires < Date.now())
-    throw new ApiError('Conflict', 'the registration has expired: POST /auth/enroll/u2f again');
   const rp = await relyingParty(ctx);
   let info: NonNullable<Awaited<ReturnType<typeof verifyRegistrationResponse>>['registrationInfo']>;
   try {

@@ -3,6 +3,9 @@ import { hasAny, hasHardware, hasVerifying } from './credentials.js';
 import { registerEnrolment } from './enroll.js';
 import { registerSignin } from './signin.js';
 
+/** How people read the three proofs: one choice, "security key". */
+const KEY_WORDS = { label: 'security key', proof: 'your security key or passkey' };
+
 /**
  * Security keys and passkeys (WebAuthn, @simplewebauthn/server). One set of endpoints, three
  * proofs, because what an assertion proves depends on the key and on the assertion:
@@ -19,6 +22,9 @@ import { registerSignin } from './signin.js';
 export const u2fFactor: Factor = {
   name: 'u2f',
   kind: 'hardware',
+  words: KEY_WORDS,
+  form: { rank: 10, client: 'webauthn' },
+  settings: { title: 'Security keys and passkeys', rank: 40, client: 'webauthn' },
   enrolled: (_user, secret) => hasHardware(secret),
   register(app, ctx) {
     registerSignin(app, ctx);
@@ -26,11 +32,13 @@ export const u2fFactor: Factor = {
   },
 };
 
+/** A proof a key gives through the one security-key choice (the u2f factor's endpoints). */
 const proofOnly = (name: string, kind: Factor['kind'], enrolled: Factor['enrolled']): Factor => ({
   name,
   kind,
   enrolled,
-  register() {},
+  words: KEY_WORDS,
+  form: { choiceOf: 'u2f' },
 });
 
 export const u2fFactors: Factor[] = [

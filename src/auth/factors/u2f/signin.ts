@@ -10,18 +10,11 @@ import { User } from '../../../objects/user.js';
 import type { ServiceContext } from '../../../store/service.js';
 import { userUsable } from '../../apikeys.js';
 import { LEVEL_NAMES } from '../../integrity.js';
-import {
-  ensureSession,
-  mutateRequestSession,
-  replaceSession,
-  requestSession,
-  type Session,
-  updateRequestSession,
-} from '../../session/sessions.js';
+import { ensureSession, replaceSession, type Session, updateRequestSession } from '../../session/sessions.js';
 import { addressKey, attemptSucceeded, chargeAttempt, factorKey } from '../../throttle.js';
 import { trustedTag } from '../devices.js';
 import { FLOW, field, formIntent, formOf, identifyByEmail, jsonBody, proven } from '../factor.js';
-import { storeChallenge } from './challenge.js';
+import { storeChallenge, takeChallenge } from './challenge.js';
 import {
   CHALLENGE_MS,
   credentialsOf,
@@ -68,23 +61,6 @@ function assertionOf(body: Record<string, unknown>): AuthenticationResponseJSON 
     },
     clientExtensionResults: {},
   };
-}
-
-/** Takes the session's pending sign-in challenge: it can be answered once, whatever the outcome. */
-async function takeChallenge(req: FastifyRequest, reply: FastifyReply, ctx: ServiceContext) {
-  const { session } = await requestSession(req, ctx);
-  const pending = session?.data.WebAuthn;
-  if (!session || !pending || pending.Purpose !== 'signin')
-    throw new ApiError('BadRequest', 'no security-key challenge is pending: POST /auth/u2f/start first');
-  const after = await mutateRequestSession(req, reply, ctx, session.id, (cur) => {
-    if (cur.data.WebAuthn?.Challenge !== pending.Challenge)
-      throw new ApiError('BadRequest', 'the challenge was already answered: POST /auth/u2f/start again');
-    const { WebAuthn: _, ...data } = cur.data;
-    return { ...cur, data };
-  });
-  if (pending.Expires < Date.now())
-    throw new ApiError('BadRequest', 'the challenge has expired: POST /auth/u2f/start again');
-  return { session: after, pending };
 }
 
 /** The session of the user the key belongs to: a passkey may name another user than the session's. */
@@ -150,7 +126,13 @@ async function startSignin(req: FastifyRequest, reply: FastifyReply, ctx: Servic
 async function finishSignin(req: FastifyRequest, reply: FastifyReply, ctx: ServiceContext) {
   const body = jsonBody(req);
   const assertion = assertionOf(body);
-  const { session, pending } = await takeChallenge(req, reply, ctx);
+  const { session, pending } = await takeChallenge(req, reply, ctx, {
+    purpose: 'signin',
+    kind: 'BadRequest',
+    missing: 'no security-key challenge is pending: POST /auth/u2f/start first',
+    spent: 'the challenge was already answered: POST /auth/u2f/start again',
+    expired: 'the challenge has expired: POST /auth/u2f/start again',
+  });
   if (body.intent !== undefined) {
     if (typeof body.intent !== 'string')
       throw new ApiError('InvalidField', 'intent must be a string', { field: 'intent' });

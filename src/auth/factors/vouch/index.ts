@@ -141,6 +141,7 @@ async function voucherCheck(req: FastifyRequest, ctx: ServiceContext, doc: Doc):
 
 export const vouchFactor: Factor = {
   name: 'vouch',
+  words: { label: 'a colleague vouching for you', proof: 'a colleague vouching for you' },
   schemas: VOUCH_SCHEMAS,
   register(app, ctx) {
     registerReferenceVideo(app, ctx);
