@@ -70,7 +70,8 @@ export interface TestService {
 export async function startTestService(
   backend: Backend,
   env: NodeJS.ProcessEnv = {},
-  timeouts: Pick<ServerOptions, 'requestTimeoutMs' | 'idleTimeoutMs'> = {},
+  /** Timeouts, and the sign-in factors when not the registry's. */
+  timeouts: Pick<ServerOptions, 'requestTimeoutMs' | 'idleTimeoutMs' | 'factors'> = {},
 ): Promise<TestService> {
   const { db, store, cleanup } = await freshStore(backend);
   const adminId = (await bootstrap(store)) as string;

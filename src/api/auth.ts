@@ -2,7 +2,7 @@ import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { FLOW, formIntent, formOf } from '../auth/factors/factor.js';
 import { mountFactor } from '../auth/factors/flow.js';
-import { factors } from '../auth/factors/index.js';
+import { factorsOf } from '../auth/factors/index.js';
 import { requiredLevel, tenantDoc } from '../auth/integrity.js';
 import { authResponse, otherSession } from '../auth/response.js';
 import { setSessionCookie } from '../auth/session/cookies.js';
@@ -108,7 +108,7 @@ export async function registerAuthRoutes(app: FastifyInstance, ctx: ServiceConte
     },
   );
 
-  for (const f of factors) await mountFactor(app, ctx, f);
+  for (const f of factorsOf(ctx)) await mountFactor(app, ctx, f);
 }
 
 // The route schemas: what Fastify checks and /openapi.json describes (src/api/openapi.ts).

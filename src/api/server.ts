@@ -10,6 +10,8 @@ import Fastify, {
 } from 'fastify';
 import { unauthenticated } from '../auth/apikeys.js';
 import { authenticate } from '../auth/authenticate.js';
+import type { Factor } from '../auth/factors/factor.js';
+import { useFactors } from '../auth/factors/index.js';
 import { tenantDoc } from '../auth/integrity.js';
 import type { Principal } from '../auth/principal.js';
 import { splitList } from '../config/server.js';
@@ -57,6 +59,8 @@ export const IDLE_TIMEOUT_MS = 120_000;
 export interface ServerOptions extends ServiceContext {
   /** PEM certificate and key: serve HTTPS instead of HTTP. */
   https?: { cert: Buffer; key: Buffer };
+  /** The sign-in factors this service serves, instead of the registry's (src/auth/factors/index.ts). */
+  factors?: readonly Factor[];
   /** For tests: REQUEST_TIMEOUT_MS and IDLE_TIMEOUT_MS. */
   requestTimeoutMs?: number;
   idleTimeoutMs?: number;
@@ -108,8 +112,9 @@ function answerFrameworkError(err: FastifyError, req: FastifyRequest, reply: Fas
 }
 
 export async function createServer(opts: ServerOptions): Promise<FastifyInstance> {
-  const { https, requestTimeoutMs, idleTimeoutMs, ...given } = opts;
+  const { https, requestTimeoutMs, idleTimeoutMs, factors, ...given } = opts;
   const ctx = composeService(given);
+  if (factors) useFactors(ctx, factors);
   const trusted = splitList(ctx.config.server.trustproxy);
   const app = Fastify({
     ...(https ? { https } : {}),

@@ -1,6 +1,6 @@
 import { User } from '../objects/user.js';
 import type { ServiceContext } from '../store/service.js';
-import { factors } from './factors/index.js';
+import { factorsOf } from './factors/index.js';
 import { FACTOR_KINDS, LEVEL_NAMES, Level, levelOfKinds, locationCap, tenantDoc } from './integrity.js';
 import type { Session } from './session/sessions.js';
 
@@ -22,7 +22,7 @@ export async function authResponse(
   const user = s && s.userId !== '' ? await ctx.store.get(User, s.userId) : undefined;
   const secret = user ? await ctx.store.getSecret(User, user.id) : {};
   const usable = user
-    ? factors.filter((f) => f.kind && f.enrolled?.(user.doc, secret)).map((f) => f.name)
+    ? factorsOf(ctx).filter((f) => f.kind && f.enrolled?.(user.doc, secret)).map((f) => f.name)
     : [];
   const next = user ? usable.filter((n) => !s?.factors.includes(n)) : ['email'];
   // The best level this user's factors can reach (what the sign-in pages aim for).

@@ -57,6 +57,12 @@ export class ServiceState {
     return value;
   }
 
+  /** Gives the service its own value of `key` (the composition root's choice), before first use. */
+  set<T, C>(key: PerService<T, C>, value: T): void {
+    if (this.values.has(key)) throw new Error(`${key.name} is in use already: set it before the service starts`);
+    this.values.set(key, value);
+  }
+
   /** The names of the state made so far (diagnostics, tests). */
   get names(): string[] {
     return [...this.values.keys()].map((k) => k.name);

@@ -122,10 +122,10 @@ function secretCard(f: Factor): string {
   const pattern = s.pattern ? ` pattern="${esc(s.pattern)}"` : '';
   return `
   <section class="card" aria-labelledby="h-${n}">
-    <h2 id="h-${n}">${esc(f.settings?.title ?? '')} <span id="st-${n}" class="badge"></span></h2>${
+    <h2 id="h-${n}">${esc(f.settings?.title ?? '')}${s.flag ? ` <span id="st-${n}" class="badge"></span>` : ''}</h2>${
       f.settings?.intro ? `\n    <p class="muted">${esc(f.settings.intro)}</p>` : ''
     }
-    <form id="e-${n}" data-secret="${esc(s.field)}" data-flag="${esc(s.flag)}" data-submit="${esc(s.submit)}" data-change="${esc(s.change)}" data-saved="${esc(s.saved)}">
+    <form id="e-${n}" data-secret="${esc(s.field)}"${s.flag ? ` data-flag="${esc(s.flag)}"` : ''} data-submit="${esc(s.submit)}" data-change="${esc(s.change)}" data-saved="${esc(s.saved)}">
       <label for="new-${n}">${esc(s.label)}</label>
       ${input(`new-${n}`, { input: s.input, autocomplete: s.input === 'secret' ? 'new-password' : 'off' }).replace(' required>', `${pattern} required>`)}${repeat}
       <button type="submit">${esc(s.submit)}</button>

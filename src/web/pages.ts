@@ -1,7 +1,6 @@
 /** Server-rendered HTML of the sign-in pages. Every dynamic value goes through esc(). */
 
 import type { Factor } from '../auth/factors/factor.js';
-import { factors as registry } from '../auth/factors/index.js';
 import { esc } from '../core/html.js';
 import { assetUrl } from './bundle.js';
 import { pageFactors, settingsCards, signinForms } from './factorforms.js';
@@ -89,7 +88,7 @@ export function signinPage(
   providers: readonly ProviderButton[] = [],
   passkeys = true,
   /** The sign-in factors, whose forms the page draws (src/web/factorforms.ts). */
-  factors: readonly Factor[] = registry,
+  factors: readonly Factor[],
 ): string {
   return layout({
     page: 'signin',
@@ -142,7 +141,7 @@ export function enrollPage(
   signedIn = false,
   providers: readonly ProviderButton[] = [],
   passkeys = true,
-  factors: readonly Factor[] = registry,
+  factors: readonly Factor[],
 ): string {
   return layout({
     page: 'enroll',

@@ -1,4 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { factorsOf } from '../auth/factors/index.js';
 import { listProviders } from '../auth/factors/oauth2rp/provider.js';
 import { relyingParty } from '../auth/factors/u2f/credentials.js';
 import { tenantDoc } from '../auth/integrity.js';
@@ -77,6 +78,7 @@ export function registerWebRoutes(app: FastifyInstance, ctx: ServiceContext) {
         signedIn(req),
         await listProviders(ctx),
         await passkeysOffered(ctx),
+        factorsOf(ctx),
       ),
     );
   });
@@ -88,6 +90,7 @@ export function registerWebRoutes(app: FastifyInstance, ctx: ServiceContext) {
         signedIn(req),
         await listProviders(ctx),
         await passkeysOffered(ctx),
+        factorsOf(ctx),
       ),
     ),
   );

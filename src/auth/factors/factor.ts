@@ -188,7 +188,7 @@ export async function proven(
   if (level >= Level.OneFactor && after.deviceId !== '') {
     const user = await ctx.store.get(User, after.userId);
     const secret = await ctx.store.getSecret(User, after.userId);
-    if (user && level >= (await reachableLevel(user.doc, secret)))
+    if (user && level >= (await reachableLevel(ctx, user.doc, secret)))
       await rememberDevice(ctx, after.userId, after.deviceId, secret);
   }
   return after;

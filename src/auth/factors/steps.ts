@@ -129,8 +129,8 @@ export interface SettingsForm {
     pattern?: string;
     /** Typed twice: the label of the second input. */
     repeat?: string;
-    /** The user's field that says it is set up (HavePassword). */
-    flag: string;
+    /** The user's field that says it is set up (HavePassword); without one, no status is shown. */
+    flag?: string;
     submit: string;
     /** The button once it is set up. */
     change: string;

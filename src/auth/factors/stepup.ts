@@ -3,7 +3,7 @@ import { ApiError } from '../../core/errors.js';
 import { User } from '../../objects/user.js';
 import { decide } from '../../policy/decide.js';
 import type { Doc } from '../../schema/fields.js';
-import type { ServiceContext } from '../../store/service.js';
+import { perService, type ServiceContext, stateOf } from '../../store/service.js';
 import {
   type FactorKind,
   LEVEL_NAMES,
@@ -64,17 +64,26 @@ export function registerFactors(list: readonly EnrollableFactor[]): void {
   registered = list;
 }
 
-/** The factors a user has set up, with their kinds (the sign-in factors' own `enrolled`). */
-export async function enrolledFactors(user: Doc, secret: Doc) {
+/**
+ * A service's sign-in factors: the registry's list unless its composition root gave another
+ * (src/auth/factors/index.ts, `useFactors`). Every factor a service serves, offers and counts
+ * comes from here.
+ */
+export const FACTOR_LIST = perService<readonly EnrollableFactor[]>('sign-in factors', () => {
   // Fail closed: without the list, every step-up would ask for too little.
   if (!registered)
     throw new Error('the sign-in factors are not registered (import src/auth/factors/index.ts)');
-  return registered.filter((f) => f.kind !== undefined && f.enrolled?.(user, secret) === true);
+  return registered;
+});
+
+/** The factors a user has set up, with their kinds (the sign-in factors' own `enrolled`). */
+export async function enrolledFactors(ctx: ServiceContext, user: Doc, secret: Doc) {
+  return stateOf(ctx, FACTOR_LIST).filter((f) => f.kind !== undefined && f.enrolled?.(user, secret) === true);
 }
 
 /** The best level this user's enrolled factors can reach (Identified when none). */
-export async function reachableLevel(user: Doc, secret: Doc): Promise<number> {
-  return levelOfKinds((await enrolledFactors(user, secret)).map((f) => f.kind));
+export async function reachableLevel(ctx: ServiceContext, user: Doc, secret: Doc): Promise<number> {
+  return levelOfKinds((await enrolledFactors(ctx, user, secret)).map((f) => f.kind));
 }
 
 function queryUser(req: FastifyRequest): string | undefined {
@@ -138,7 +147,7 @@ export async function credentialChange(
   }
   const user = await existingUser(ctx, userId);
   const secret = await ctx.store.getSecret(User, userId);
-  const enrolled = await enrolledFactors(user.doc, secret);
+  const enrolled = await enrolledFactors(ctx, user.doc, secret);
   const reach = levelOfKinds(enrolled.map((f) => f.kind));
   const existing = op === 'remove' || enrolled.some((f) => f.name === factor);
   const need = Math.max(requiredLevel(tenant, 'credentials'), reach);

@@ -41,7 +41,8 @@ export class EnrollPage {
       badge('st-totp', !!u.HaveTOTPSecret);
       // A secret's card says by its flag (data-flag, e.g. HavePassword) whether it is set up.
       for (const form of secretForms()) {
-        const on = u[form.dataset.flag ?? ''] === true;
+        if (!form.dataset.flag) continue;
+        const on = u[form.dataset.flag] === true;
         badge(`st-${form.id.slice(2)}`, on);
         const button = form.querySelector('button');
         if (button) button.textContent = (on ? form.dataset.change : form.dataset.submit) ?? '';

@@ -92,11 +92,11 @@ async function memberOf(ctx: ServiceContext, userId: string, codes: Doc[]): Prom
   return out;
 }
 
-async function redeemer(who: Identified): Promise<Omit<Redeemer, 'groups'>> {
+async function redeemer(ctx: ServiceContext, who: Identified): Promise<Omit<Redeemer, 'groups'>> {
   return {
     userId: who.user.id,
     active: who.user.doc.Active === true,
-    hasFactors: (await reachableLevel(who.user.doc, who.secret)) > Level.Identified,
+    hasFactors: (await reachableLevel(ctx, who.user.doc, who.secret)) > Level.Identified,
   };
 }
 
@@ -121,7 +121,7 @@ export const activationFactor: Factor = {
     summary: 'Present an activation code (an invitation)',
     what: 'activation code',
     fields: [{ name: 'code', label: 'Activation code', input: 'text', maxLength: 256, autocomplete: 'off' }],
-    check: async (ctx, who, values) => redeem(ctx, await redeemer(who), (values.code ?? '').trim()),
+    check: async (ctx, who, values) => redeem(ctx, await redeemer(ctx, who), (values.code ?? '').trim()),
     sessionData: { ActivationCode: true },
   },
   register(app, ctx) {
