@@ -22,7 +22,9 @@ export async function authResponse(
   const user = s && s.userId !== '' ? await ctx.store.get(User, s.userId) : undefined;
   const secret = user ? await ctx.store.getSecret(User, user.id) : {};
   const usable = user
-    ? factorsOf(ctx).filter((f) => f.kind && f.enrolled?.(user.doc, secret)).map((f) => f.name)
+    ? factorsOf(ctx)
+        .filter((f) => f.kind && f.enrolled?.(user.doc, secret))
+        .map((f) => f.name)
     : [];
   const next = user ? usable.filter((n) => !s?.factors.includes(n)) : ['email'];
   // The best level this user's factors can reach (what the sign-in pages aim for).

@@ -59,7 +59,8 @@ export class ServiceState {
 
   /** Gives the service its own value of `key` (the composition root's choice), before first use. */
   set<T, C>(key: PerService<T, C>, value: T): void {
-    if (this.values.has(key)) throw new Error(`${key.name} is in use already: set it before the service starts`);
+    if (this.values.has(key))
+      throw new Error(`${key.name} is in use already: set it before the service starts`);
     this.values.set(key, value);
   }
 

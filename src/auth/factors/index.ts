@@ -1,4 +1,4 @@
-import { ServiceState, type ServiceContext, stateOf } from '../../store/service.js';
+import { type ServiceContext, ServiceState, stateOf } from '../../store/service.js';
 import { FACTOR_KINDS, type FactorKind } from '../integrity.js';
 import { activationFactor } from './activation/index.js';
 import { backupFactor } from './backup/index.js';

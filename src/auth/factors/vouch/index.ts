@@ -301,7 +301,10 @@ async function createRequest(req: FastifyRequest, reply: FastifyReply, ctx: Serv
   const userId = who.user.id;
   const level = intent
     ? Math.max(intent.lvl, Level.OneFactor)
-    : Math.max(Level.OneFactor, Math.min(MAX_VOUCH_LEVEL, await reachableLevel(ctx, who.user.doc, who.secret)));
+    : Math.max(
+        Level.OneFactor,
+        Math.min(MAX_VOUCH_LEVEL, await reachableLevel(ctx, who.user.doc, who.secret)),
+      );
   if (level > MAX_VOUCH_LEVEL)
     throw new ApiError(
       'BadRequest',
