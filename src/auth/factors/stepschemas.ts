@@ -15,7 +15,6 @@ export const signInStep = (tag: string, summary: string, fields: Json, required:
   tags: [tag],
   summary,
   security: session,
-  validatedBy: 'handler',
   body: formBody(
     { intent: { ...str, description: 'Signed intent (the level asked for)' }, ...fields },
     required,
@@ -40,7 +39,6 @@ export const enrollment = (
 ): RouteSchema => ({
   tags: [tag],
   summary,
-  validatedBy: 'handler',
   querystring: forUser,
   ...(opts.body ? { body: opts.body } : {}),
   response: {

@@ -89,7 +89,6 @@ export const boostFactor: Factor = {
 const BOOST: RouteSchema = {
   tags: ['Sign-in: boost'],
   summary: 'Lend the caller’s proven level to the session waiting on an intent (its Intent, JSON)',
-  validatedBy: 'handler',
   body: {
     required: true,
     content: {

@@ -32,7 +32,6 @@ export const POST_AUTH_MOBILE_START: RouteSchema = {
     '429': err('Too many attempts or pushes (header X-Next-Attempt)'),
     '503': err('No device could be reached'),
   },
-  validatedBy: 'handler',
 };
 
 export const GET_AUTH_MOBILE: RouteSchema = {
@@ -92,7 +91,6 @@ export const POST_AUTH_MOBILE_INSPECT: RouteSchema = {
     '403': err('Not a live request'),
     '429': err('Too many attempts or pushes (header X-Next-Attempt)'),
   },
-  validatedBy: 'handler',
 };
 
 export const POST_AUTH_MOBILE_APPROVE: RouteSchema = {
@@ -119,7 +117,6 @@ export const POST_AUTH_MOBILE_APPROVE: RouteSchema = {
     '409': err('The asking session has ended'),
     '429': err('Too many attempts or pushes (header X-Next-Attempt)'),
   },
-  validatedBy: 'handler',
 };
 
 export const POST_AUTH_MOBILE_DENY: RouteSchema = {
@@ -144,7 +141,6 @@ export const POST_AUTH_MOBILE_DENY: RouteSchema = {
     '403': err('Not a live request'),
     '429': err('Too many attempts or pushes (header X-Next-Attempt)'),
   },
-  validatedBy: 'handler',
 };
 
 export const GET_AUTH_ENROLL_MOBILE: RouteSchema = {
@@ -171,7 +167,6 @@ export const GET_AUTH_ENROLL_MOBILE: RouteSchema = {
       },
     },
   },
-  validatedBy: 'handler',
 };
 
 export const POST_AUTH_ENROLL_MOBILE: RouteSchema = {
@@ -217,7 +212,6 @@ export const POST_AUTH_ENROLL_MOBILE: RouteSchema = {
     '403': err('An API key that is not an administrator’s reset'),
     '409': err('10 devices already'),
   },
-  validatedBy: 'handler',
 };
 
 export const DELETE_AUTH_ENROLL_MOBILE_ID: RouteSchema = {
@@ -230,5 +224,4 @@ export const DELETE_AUTH_ENROLL_MOBILE_ID: RouteSchema = {
     '401': err('Step-up needed (the body carries an intent)'),
     '404': err('No such device'),
   },
-  validatedBy: 'handler',
 };

@@ -34,7 +34,6 @@ export const POST_AUTH_OTP_START: RouteSchema = {
     '429': err('Too many attempts (header X-Next-Attempt gives when a new attempt is accepted)'),
     '503': err('The message could not be sent'),
   },
-  validatedBy: 'handler',
 };
 
 export const POST_AUTH_OTP_INSPECT: RouteSchema = {
@@ -80,7 +79,6 @@ export const POST_AUTH_OTP_INSPECT: RouteSchema = {
     '403': err('Not a live link'),
     '429': err('Too many attempts (header X-Next-Attempt gives when a new attempt is accepted)'),
   },
-  validatedBy: 'handler',
 };
 
 export const POST_AUTH_OTP_FINISH: RouteSchema = {
@@ -99,7 +97,6 @@ export const POST_AUTH_OTP_FINISH: RouteSchema = {
     '409': err('The sign-in that asked has ended'),
     '429': err('Too many attempts (header X-Next-Attempt gives when a new attempt is accepted)'),
   },
-  validatedBy: 'handler',
 };
 
 export const POST_AUTH_OTP_REFUSE: RouteSchema = {
@@ -117,7 +114,6 @@ export const POST_AUTH_OTP_REFUSE: RouteSchema = {
     '403': err('Not a live link'),
     '429': err('Too many attempts (header X-Next-Attempt gives when a new attempt is accepted)'),
   },
-  validatedBy: 'handler',
 };
 
 export const GET_AUTH_ENROLL_OTP: RouteSchema = {
@@ -140,7 +136,6 @@ export const GET_AUTH_ENROLL_OTP: RouteSchema = {
       },
     },
   },
-  validatedBy: 'handler',
 };
 
 export const PUT_AUTH_ENROLL_OTP: RouteSchema = {
@@ -153,7 +148,6 @@ export const PUT_AUTH_ENROLL_OTP: RouteSchema = {
     '403': err('An API key that is not an administrator’s reset'),
     '409': err('The user has no e-mail address'),
   },
-  validatedBy: 'handler',
 };
 
 export const DELETE_AUTH_ENROLL_OTP: RouteSchema = {
@@ -161,5 +155,4 @@ export const DELETE_AUTH_ENROLL_OTP: RouteSchema = {
   summary: 'Turns e-mail links off and voids pending links (step-up)',
   querystring: USER_QUERY,
   response: { '204': { description: 'Off' }, '401': err('Step-up needed'), '403': err('As for PUT') },
-  validatedBy: 'handler',
 };

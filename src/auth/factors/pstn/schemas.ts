@@ -51,7 +51,6 @@ export const POST_AUTH_PSTN_ID_START: RouteSchema = {
     '429': err('Too many attempts or messages (header X-Next-Attempt)'),
     '503': err('The provider did not accept the message'),
   },
-  validatedBy: 'handler',
 };
 
 export const POST_AUTH_PSTN_ID_FINISH: RouteSchema = {
@@ -75,7 +74,6 @@ export const POST_AUTH_PSTN_ID_FINISH: RouteSchema = {
     '403': err('Code incorrect, used or expired'),
     '429': err('Too many attempts or messages (header X-Next-Attempt)'),
   },
-  validatedBy: 'handler',
 };
 
 export const DELETE_AUTH_PSTN_ID: RouteSchema = {
@@ -113,7 +111,6 @@ export const GET_AUTH_ENROLL_PSTN: RouteSchema = {
       },
     },
   },
-  validatedBy: 'handler',
 };
 
 export const POST_AUTH_ENROLL_PSTN: RouteSchema = {
@@ -158,7 +155,6 @@ export const POST_AUTH_ENROLL_PSTN: RouteSchema = {
     '429': err('Too many attempts or messages (header X-Next-Attempt)'),
     '503': err('The provider did not accept the message'),
   },
-  validatedBy: 'handler',
 };
 
 export const POST_AUTH_ENROLL_PSTN_ID_VERIFY: RouteSchema = {
@@ -181,7 +177,6 @@ export const POST_AUTH_ENROLL_PSTN_ID_VERIFY: RouteSchema = {
     '404': err('No such phone'),
     '429': err('Too many attempts or messages (header X-Next-Attempt)'),
   },
-  validatedBy: 'handler',
 };
 
 export const DELETE_AUTH_ENROLL_PSTN_ID: RouteSchema = {
@@ -194,5 +189,4 @@ export const DELETE_AUTH_ENROLL_PSTN_ID: RouteSchema = {
     '401': err('Step-up needed (the body carries an intent)'),
     '404': err('No such phone'),
   },
-  validatedBy: 'handler',
 };
