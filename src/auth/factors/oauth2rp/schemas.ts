@@ -56,7 +56,6 @@ export const POST_AUTH_OAUTH2RP_ID: RouteSchema = {
     '404': err('No such App, or it is not set up as an identity provider'),
     '502': err('Provider Unavailable'),
   },
-  validatedBy: 'handler',
 };
 
 export const GET_AUTH_OAUTH2RP_ID_CALLBACK: RouteSchema = {

@@ -288,7 +288,6 @@ const POST_AUTH_ENROLL_U2F_CONFIRM: RouteSchema = {
     '401': err('Step-up needed (intent)'),
     '409': err('No registration pending, already answered or expired'),
   },
-  validatedBy: 'handler',
 };
 
 const DELETE_AUTH_ENROLL_U2F_ID: RouteSchema = {

@@ -239,7 +239,6 @@ const POST_AUTH_U2F_START: RouteSchema = {
     '409': err('No sign-in URL configured: there is no relying party'),
     '429': err('Too many e-mail lookups'),
   },
-  validatedBy: 'handler',
 };
 
 const POST_AUTH_U2F_FINISH: RouteSchema = {
@@ -294,5 +293,4 @@ const POST_AUTH_U2F_FINISH: RouteSchema = {
     '403': err('Not accepted: unknown key, bad signature, wrong origin or RP ID, counter not increasing'),
     '429': err('Too many failures (X-Next-Attempt)'),
   },
-  validatedBy: 'handler',
 };
