@@ -86,7 +86,8 @@ async function requireAppAccess(
 
 function body<T>(req: FastifyRequest, fields: Partial<Record<keyof T & string, 'string' | 'strings'>>): T {
   const b = req.body as Record<string, unknown> | undefined;
-  if (!b || typeof b !== 'object') throw new ApiError('InvalidJSON', 'the body must be a JSON object');
+  if (!b || typeof b !== 'object' || Array.isArray(b))
+    throw new ApiError('InvalidJSON', 'the body must be a JSON object');
   for (const [k, kind] of Object.entries(fields)) {
     const v = b[k];
     const ok =
