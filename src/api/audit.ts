@@ -107,5 +107,6 @@ const GET_AUDIT: RouteSchema = {
     '400': err('Bad list parameter'),
     '403': err('Not admin or audit'),
   },
+  // handler: a repeated limit, offset, start or end is Bad Request (listquery.ts), not Invalid Field.
   validatedBy: 'handler',
 };

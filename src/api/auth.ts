@@ -117,6 +117,8 @@ const AUTH_STATE: RouteSchema = {
   tags,
   summary: 'Where the sign-in stands: the AuthResponse (level, next factors), for the intent if one is given',
   security: [{ session: [] }, {}],
+  // handler: the sign-in flow's form reader (formOf, field) checks it; its answers to repeated or
+  // over-long fields have not been compared with a schema's.
   validatedBy: 'handler',
   body: formBody({ intent: { type: 'string', description: 'Signed intent (the level asked for)' } }),
   response: {
@@ -133,6 +135,7 @@ const SIGN_OUT: RouteSchema = {
 const SESSIONS: RouteSchema = {
   tags,
   summary: 'The caller’s sessions as JSON lines of OtherSession; ?user= for administrators',
+  // handler: a repeated ?user= is taken as none (the caller's own sessions); the schema would refuse it.
   validatedBy: 'handler',
   querystring: queryOf({ user: { type: 'string', description: 'Another user (administrators)' } }),
   response: { 200: jsonLines('One ListItem per line'), 403: err('Not allowed for these credentials') },

@@ -1,4 +1,3 @@
-import { timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { authenticateApiKey, userUsable } from '../auth/apikeys.js';
 import { signingInFor } from '../auth/session/complete.js';
@@ -6,7 +5,7 @@ import { membershipsAdapter, sessionsAdapter } from '../backchannel/adapters.js'
 import { issueCode, redeemCode } from '../backchannel/codes.js';
 import { countingGroups } from '../backchannel/groups.js';
 import { type Ports, type ProxySession, portsOf } from '../backchannel/ports.js';
-import { issueProxyToken, recordProxy, tokenHash } from '../backchannel/tokens.js';
+import { issueProxyToken, recordProxy } from '../backchannel/tokens.js';
 import { ApiError } from '../core/errors.js';
 import { requestPage, signinBase } from '../groups/check.js';
 import { APIKey } from '../objects/apikey.js';
@@ -23,7 +22,6 @@ import {
   BACKCHANNEL,
   type HostRoute,
   PROXY_PATHS,
-  PROXY_TOKEN_PATTERN,
   type RegisterRequest,
   type RegisterResponse,
   type WireIdentity,
@@ -38,27 +36,7 @@ import {
   PROXY_TOKEN,
 } from './backchannelschemas.js';
 import { principalOf } from './objects.js';
-
-/** Checks `Authorization: Bearer <auth.token>` and returns the App the proxy is tied to. */
-export async function proxyApp(req: FastifyRequest, ctx: ServiceContext): Promise<StoredObject> {
-  const refuse = (why: string) =>
-    new ApiError('Unauthenticated', why, {
-      headers: { 'WWW-Authenticate': 'Bearer realm="gatehouse-proxy"' },
-    });
-  const m = /^Bearer\s+(\S+)\s*$/i.exec(String(req.headers.authorization ?? ''));
-  const token = m?.[1] ?? '';
-  const t = PROXY_TOKEN_PATTERN.exec(token);
-  if (!t) throw refuse('send the proxy token (auth.token) as "Authorization: Bearer <token>"');
-  const appId = t[1] as string;
-  const app = await ctx.store.get(App, appId);
-  const stored = Buffer.from(
-    String(app ? ((await ctx.store.getSecret(App, appId)).ProxyTokenHash ?? '') : ''),
-  );
-  const given = Buffer.from(tokenHash(token));
-  if (!app || stored.length !== given.length || !timingSafeEqual(stored, given))
-    throw refuse('the proxy token is not valid (revoked, replaced, or its App was deleted)');
-  return app;
-}
+import { proxyApp, proxyTokenFirst } from './proxytoken.js';
 
 async function identityOf(
   ctx: ServiceContext,
@@ -108,7 +86,8 @@ async function requireAppAccess(
 
 function body<T>(req: FastifyRequest, fields: Partial<Record<keyof T & string, 'string' | 'strings'>>): T {
   const b = req.body as Record<string, unknown> | undefined;
-  if (!b || typeof b !== 'object') throw new ApiError('InvalidJSON', 'the body must be a JSON object');
+  if (!b || typeof b !== 'object' || Array.isArray(b))
+    throw new ApiError('InvalidJSON', 'the body must be a JSON object');
   for (const [k, kind] of Object.entries(fields)) {
     const v = b[k];
     const ok =
@@ -203,8 +182,9 @@ function registerProxyToken(app: FastifyInstance, ctx: ServiceContext) {
 
 /** A proxy starts: its App, its hosts and where users ask for access. */
 function registerProxyRegistration(app: FastifyInstance, ctx: ServiceContext) {
-  app.post(`${BACKCHANNEL}/register`, { ...open, schema: PROXY_REGISTER }, async (req) => {
-    const a = await proxyApp(req, ctx);
+  const { preValidation, appOf } = proxyTokenFirst(ctx);
+  app.post(`${BACKCHANNEL}/register`, { ...open, preValidation, schema: PROXY_REGISTER }, async (req) => {
+    const a = appOf(req);
     const b = body<RegisterRequest>(req, { Name: 'string', Version: 'string', Address: 'string' });
     const name = b.Name.slice(0, 256) || 'proxy';
     const agentId = await recordProxy(ctx, a.id, { name, version: b.Version, address: b.Address });
@@ -234,8 +214,9 @@ function registerProxyRegistration(app: FastifyInstance, ctx: ServiceContext) {
 /** Who is behind an API key, a sign-in code or a session, for the proxy to pass on. */
 function registerIdentityLookups(app: FastifyInstance, ctx: ServiceContext) {
   const ports = portsOf(ctx);
-  app.post(`${BACKCHANNEL}/apikey`, { ...open, schema: PROXY_APIKEY }, async (req) => {
-    const a = await proxyApp(req, ctx);
+  const { preValidation, appOf } = proxyTokenFirst(ctx);
+  app.post(`${BACKCHANNEL}/apikey`, { ...open, preValidation, schema: PROXY_APIKEY }, async (req) => {
+    const a = appOf(req);
     const { Key } = body<{ Key: string }>(req, { Key: 'string' });
     let principal: Awaited<ReturnType<typeof authenticateApiKey>>;
     try {
@@ -259,27 +240,35 @@ function registerIdentityLookups(app: FastifyInstance, ctx: ServiceContext) {
     return identity;
   });
 
-  app.post(`${BACKCHANNEL}/session/exchange`, { ...open, schema: PROXY_SESSION_EXCHANGE }, async (req) => {
-    const a = await proxyApp(req, ctx);
-    const { Code } = body<{ Code: string }>(req, { Code: 'string' });
-    const sessionId = await redeemCode(ctx, a.id, Code);
-    if (!sessionId) throw new ApiError('Forbidden', 'the sign-in code is invalid, expired or already used');
-    const s = await needSessions(ports).byId(ctx, sessionId);
-    if (!s) throw new ApiError('Forbidden', 'the session has ended');
-    const identity = await identityOf(ctx, s.userId, s.expires, s.sessionId, s.integrityLevel);
-    await requireAppAccess(ctx, a, s.userId, s.integrityLevel, s.location);
-    return identity;
-  });
+  app.post(
+    `${BACKCHANNEL}/session/exchange`,
+    { ...open, preValidation, schema: PROXY_SESSION_EXCHANGE },
+    async (req) => {
+      const a = appOf(req);
+      const { Code } = body<{ Code: string }>(req, { Code: 'string' });
+      const sessionId = await redeemCode(ctx, a.id, Code);
+      if (!sessionId) throw new ApiError('Forbidden', 'the sign-in code is invalid, expired or already used');
+      const s = await needSessions(ports).byId(ctx, sessionId);
+      if (!s) throw new ApiError('Forbidden', 'the session has ended');
+      const identity = await identityOf(ctx, s.userId, s.expires, s.sessionId, s.integrityLevel);
+      await requireAppAccess(ctx, a, s.userId, s.integrityLevel, s.location);
+      return identity;
+    },
+  );
 
-  app.post(`${BACKCHANNEL}/session/check`, { ...open, schema: PROXY_SESSION_CHECK }, async (req) => {
-    const a = await proxyApp(req, ctx);
-    const { SessionID } = body<{ SessionID: string }>(req, { SessionID: 'string' });
-    const s = SessionID ? await needSessions(ports).byId(ctx, SessionID) : undefined;
-    if (!s || s.userId === '') throw new ApiError('Forbidden', 'the session has ended');
-    const identity = await identityOf(ctx, s.userId, s.expires, s.sessionId, s.integrityLevel);
-    await requireAppAccess(ctx, a, s.userId, s.integrityLevel, s.location);
-    return identity;
-  });
+  app.post(
+    `${BACKCHANNEL}/session/check`,
+    { ...open, preValidation, schema: PROXY_SESSION_CHECK },
+    async (req) => {
+      const a = appOf(req);
+      const { SessionID } = body<{ SessionID: string }>(req, { SessionID: 'string' });
+      const s = SessionID ? await needSessions(ports).byId(ctx, SessionID) : undefined;
+      if (!s || s.userId === '') throw new ApiError('Forbidden', 'the session has ended');
+      const identity = await identityOf(ctx, s.userId, s.expires, s.sessionId, s.integrityLevel);
+      await requireAppAccess(ctx, a, s.userId, s.integrityLevel, s.location);
+      return identity;
+    },
+  );
 }
 
 /** May the user go through (group memberships), asked by the proxy for every request it gates. */

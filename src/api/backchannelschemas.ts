@@ -2,13 +2,15 @@ import { err, type Json, jsonObject, pathParams, queryOf, type RouteSchema } fro
 
 /**
  * The route schemas of src/api/backchannel.ts: what Fastify checks and /openapi.json describes
- * (docs/proxy.md, "Back channel"). The bodies are checked by the handlers (body() in
- * backchannel.ts), whose errors name the field.
+ * (docs/proxy.md, "Back channel"). Most bodies are validated by their schemas (the proxy token
+ * is checked before, src/api/proxytoken.ts); the handlers keep their own checks (body()).
  */
 
 const tags = ['Proxy back channel'];
 const proxyToken = [{ proxyToken: [] }];
 const str = { type: 'string' };
+/** The handler's own check took strings up to 4096 characters (body() in backchannel.ts). */
+const text = { type: 'string', maxLength: 4096 };
 const jsonBody = (properties: Json, required: string[]): Json => ({
   required: true,
   content: { 'application/json': { schema: { type: 'object', properties, required } } },
@@ -44,8 +46,8 @@ export const PROXY_REGISTER: RouteSchema = {
   tags,
   security: proxyToken,
   summary: 'A proxy starts: its App, the hosts it serves and where users ask for access',
-  validatedBy: 'handler',
-  body: jsonBody({ Name: str, Version: str, Address: str }, ['Name', 'Version', 'Address']),
+  validatedBy: 'schema',
+  body: jsonBody({ Name: text, Version: text, Address: text }, ['Name', 'Version', 'Address']),
   response: {
     200: jsonObject('The App and its routing', {
       AppID: str,
@@ -66,8 +68,8 @@ export const PROXY_APIKEY: RouteSchema = {
   tags,
   security: proxyToken,
   summary: 'Who an API key (scope user or admin) acts for, if the App serves them',
-  validatedBy: 'handler',
-  body: jsonBody({ Key: str }, ['Key']),
+  validatedBy: 'schema',
+  body: jsonBody({ Key: text }, ['Key']),
   response: { 200: identity, ...refused },
 };
 
@@ -75,8 +77,8 @@ export const PROXY_SESSION_EXCHANGE: RouteSchema = {
   tags,
   security: proxyToken,
   summary: 'Redeem the one-time sign-in code of GET /proxy/v1/signin for the session’s identity',
-  validatedBy: 'handler',
-  body: jsonBody({ Code: str }, ['Code']),
+  validatedBy: 'schema',
+  body: jsonBody({ Code: text }, ['Code']),
   response: { 200: identity, ...refused },
 };
 
@@ -84,8 +86,8 @@ export const PROXY_SESSION_CHECK: RouteSchema = {
   tags,
   security: proxyToken,
   summary: 'Is the session still valid (and the App still serves its user)? Its identity now',
-  validatedBy: 'handler',
-  body: jsonBody({ SessionID: str }, ['SessionID']),
+  validatedBy: 'schema',
+  body: jsonBody({ SessionID: text }, ['SessionID']),
   response: { 200: identity, ...refused },
 };
 
@@ -93,6 +95,7 @@ export const PROXY_ACCESS_CHECK: RouteSchema = {
   tags,
   security: proxyToken,
   summary: 'Is the user an active member of the groups, at the session’s level? Marks the use',
+  // handler: a bad group is named Groups (the schema would name Groups[i]).
   validatedBy: 'handler',
   body: jsonBody(
     {
@@ -120,6 +123,7 @@ export const PROXY_SIGNIN: RouteSchema = {
   security: [{ session: [] }, {}],
   summary:
     'Browser: signed in, back to the proxy’s callback with a one-time code; else to the sign-in pages first',
+  // handler: a missing or bad app, state or return is Bad Request (named), not Invalid Field.
   validatedBy: 'handler',
   querystring: queryOf({ app: str, state: str, return: { type: 'string', format: 'uri' } }, [
     'app',

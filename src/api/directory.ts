@@ -28,7 +28,6 @@ import { User } from '../objects/user.js';
 import { decide, enforce } from '../policy/decide.js';
 import type { Doc } from '../schema/fields.js';
 import type { ServiceContext } from '../store/service.js';
-import { proxyApp } from './backchannel.js';
 import {
   CHANGE_TRANSITIONS,
   GET_ACCOUNTS_ID_PASSWORD,
@@ -43,6 +42,7 @@ import {
   transitionSchema,
 } from './directoryschemas.js';
 import { principalOf } from './objects.js';
+import { proxyTokenFirst } from './proxytoken.js';
 
 type IdParams = { id: string };
 
@@ -101,11 +101,13 @@ function registerLifecycleRoutes(app: FastifyInstance, ctx: ServiceContext) {
 /** A provisioning agent claims changes and reports results, with its App's proxy token. */
 function registerAgentRoutes(app: FastifyInstance, ctx: ServiceContext) {
   const { store } = ctx;
+  // The token before the schema: without a valid one, 401 whatever the body.
+  const { preValidation, appOf } = proxyTokenFirst(ctx);
   app.post(
     '/accountchanges/claim',
-    { ...agentOpen, schema: POST_ACCOUNTCHANGES_CLAIM },
+    { ...agentOpen, preValidation, schema: POST_ACCOUNTCHANGES_CLAIM },
     async (req, reply) => {
-      const target = await proxyApp(req, ctx);
+      const target = appOf(req);
       const b = jsonFields(req, { Name: 'string', Version: 'string', Max: 'number', LeaseSeconds: 'number' });
       const max = b.Max === undefined || b.Max === null ? 10 : Number(b.Max);
       const lease =
@@ -128,9 +130,9 @@ function registerAgentRoutes(app: FastifyInstance, ctx: ServiceContext) {
 
   app.post<{ Params: IdParams }>(
     '/accountchanges/:id/result',
-    { ...agentOpen, schema: POST_ACCOUNTCHANGES_ID_RESULT },
+    { ...agentOpen, preValidation, schema: POST_ACCOUNTCHANGES_ID_RESULT },
     async (req) => {
-      const target = await proxyApp(req, ctx);
+      const target = appOf(req);
       const b = jsonFields(req, { Lease: 'string', Result: 'string', Error: 'string' });
       if (typeof b.Lease !== 'string' || b.Lease === '')
         throw new ApiError('InvalidField', 'Lease (from the claim) is required', { field: 'Lease' });

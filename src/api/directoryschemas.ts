@@ -1,4 +1,5 @@
 import { err, pathParams, type RouteSchema, ref } from '../core/routeschema.js';
+import { CLAIM_MAX, LEASE_MAX_S, LEASE_MIN_S } from '../directory/changes.js';
 
 /** The route schemas of directory.ts: what Fastify checks and /openapi.json describes (src/api/openapi.ts). */
 export const transitionSchema = (kind: string, summary: string): RouteSchema => ({
@@ -33,12 +34,12 @@ export const POST_ACCOUNTCHANGES_CLAIM: RouteSchema = {
     content: {
       'application/json': {
         schema: {
-          type: 'object',
+          type: ['object', 'null'],
           properties: {
-            Name: { type: 'string' },
-            Version: { type: 'string' },
-            Max: { type: 'integer', minimum: 1, maximum: 100 },
-            LeaseSeconds: { type: 'integer', minimum: 10, maximum: 3600 },
+            Name: { type: ['string', 'null'] },
+            Version: { type: ['string', 'null'] },
+            Max: { type: ['integer', 'null'], minimum: 1, maximum: CLAIM_MAX },
+            LeaseSeconds: { type: ['integer', 'null'], minimum: LEASE_MIN_S, maximum: LEASE_MAX_S },
           },
           required: [],
           additionalProperties: false,
@@ -54,7 +55,7 @@ export const POST_ACCOUNTCHANGES_CLAIM: RouteSchema = {
     '400': err('Bad body'),
     '401': err('Missing or invalid proxy token'),
   },
-  validatedBy: 'handler',
+  validatedBy: 'schema',
 };
 
 export const POST_ACCOUNTCHANGES_ID_RESULT: RouteSchema = {
@@ -66,11 +67,11 @@ export const POST_ACCOUNTCHANGES_ID_RESULT: RouteSchema = {
     content: {
       'application/json': {
         schema: {
-          type: 'object',
+          type: ['object', 'null'],
           properties: {
-            Lease: { type: 'string' },
+            Lease: { type: 'string', minLength: 1 },
             Result: { type: 'string', enum: ['applied', 'failed'] },
-            Error: { type: 'string' },
+            Error: { type: ['string', 'null'] },
           },
           required: ['Lease', 'Result'],
           additionalProperties: false,
@@ -85,7 +86,7 @@ export const POST_ACCOUNTCHANGES_ID_RESULT: RouteSchema = {
     '404': err("No such change of this agent's App"),
     '409': err('The lease is not the current one, or the state does not allow it'),
   },
-  validatedBy: 'handler',
+  validatedBy: 'schema',
 };
 
 export const GET_ACCOUNTS_ID_PASSWORD: RouteSchema = {
@@ -129,9 +130,13 @@ export const POST_USERS_ID_ACCOUNTS_SUGGEST: RouteSchema = {
     content: {
       'application/json': {
         schema: {
-          type: 'object',
+          type: ['object', 'null'],
           properties: {
-            Plan: { type: 'object', properties: { Name: { type: 'string' }, Reason: { type: 'string' } } },
+            Plan: {
+              type: ['object', 'null'],
+              properties: { Name: { type: 'string' }, Reason: { type: 'string' } },
+              additionalProperties: false,
+            },
           },
           required: [],
           additionalProperties: false,
@@ -151,7 +156,7 @@ export const POST_USERS_ID_ACCOUNTS_SUGGEST: RouteSchema = {
     '403': err('Plan needs admin or sync'),
     '404': err('No such user (or not visible to you)'),
   },
-  validatedBy: 'handler',
+  validatedBy: 'schema',
 };
 
 export const POST_USERS_ID_DISABLE: RouteSchema = {
@@ -162,8 +167,8 @@ export const POST_USERS_ID_DISABLE: RouteSchema = {
     content: {
       'application/json': {
         schema: {
-          type: 'object',
-          properties: { Reason: { type: 'string' } },
+          type: ['object', 'null'],
+          properties: { Reason: { type: ['string', 'null'] } },
           required: [],
           additionalProperties: false,
         },
@@ -179,7 +184,7 @@ export const POST_USERS_ID_DISABLE: RouteSchema = {
     '404': err('No such user'),
     '409': err('You cannot disable yourself'),
   },
-  validatedBy: 'handler',
+  validatedBy: 'schema',
 };
 
 export const POST_USERS_ID_MERGE: RouteSchema = {
@@ -206,6 +211,7 @@ export const POST_USERS_ID_MERGE: RouteSchema = {
     '404': err('No such user'),
     '409': err('One of them was merged already'),
   },
+  // handler: a repeated ?from= is Bad Request ("give from once"), where the schema would say Invalid Field.
   validatedBy: 'handler',
 };
 

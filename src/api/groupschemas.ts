@@ -35,6 +35,7 @@ export const GROUP_CHECK: RouteSchema = {
   tags,
   summary:
     'Is the user an active member of the groups (and, with Next, may they go there)? The proxy’s check',
+  // handler: it takes one group as a bare string and "3" as a level, and names Groups (not Groups[i]).
   validatedBy: 'handler',
   body: {
     required: true,
@@ -76,6 +77,7 @@ export const GROUP_MEMBERS: RouteSchema = {
   summary: 'The memberships of a group as JSON lines (its readers: admin, sync, audit, approvers)',
   params: pathParams('id'),
   querystring: LIST_QUERY,
+  // handler: a repeated limit, offset, start or end is Bad Request (listquery.ts), not Invalid Field.
   validatedBy: 'handler',
   response: {
     200: jsonLines('One ListItem of Membership per line'),
@@ -89,6 +91,7 @@ export const USER_GROUPS: RouteSchema = {
   summary: 'The memberships of a user as JSON lines',
   params: pathParams('id'),
   querystring: LIST_QUERY,
+  // handler: a repeated limit, offset, start or end is Bad Request (listquery.ts), not Invalid Field.
   validatedBy: 'handler',
   response: {
     200: jsonLines('One ListItem of Membership per line'),
@@ -134,18 +137,25 @@ export const memberOpSchema = (op: keyof typeof OPERATION_SUMMARIES): RouteSchem
   tags,
   summary: OPERATION_SUMMARIES[op],
   params: pathParams('id', 'user'),
-  validatedBy: 'handler',
+  validatedBy: 'schema',
+  // null (JSON) and no body: no reason. Control characters are refused by the handler (reasonOf).
   body: {
     required: false,
     content: {
       'application/json': {
         schema: {
-          type: 'object',
-          properties: { Reason: { type: 'string', maxLength: MAX_REASON } },
+          type: ['object', 'null'],
+          properties: { Reason: { type: ['string', 'null'], maxLength: MAX_REASON } },
           additionalProperties: false,
         },
       },
-      ...(formBody({ reason: { type: 'string', maxLength: MAX_REASON } }).content as object),
+      'application/x-www-form-urlencoded': {
+        schema: {
+          type: 'object',
+          properties: { reason: { type: 'string', maxLength: MAX_REASON } },
+          additionalProperties: false,
+        },
+      },
     },
   },
   response: {

@@ -5,6 +5,7 @@ import type { Json, RouteSchema } from '../core/routeschema.js';
 import { objectTypes } from '../objects/registry.js';
 import type { ServiceContext } from '../store/service.js';
 import { propertiesOf } from './objectschemas.js';
+import { requestValidators } from './validation.js';
 
 /**
  * The OpenAPI document of the whole API, generated from the routes as they are registered: every
@@ -37,12 +38,14 @@ const handlerValidates = () => () => true;
 export function registerOpenApiRoutes(app: FastifyInstance, _ctx: ServiceContext) {
   const routes: RegisteredRoute[] = [];
   app.decorate('apiRoutes', routes);
+  const validators = requestValidators(true);
   // Response schemas describe the answers; they never filter or reorder what a handler sends
   // (Fastify would otherwise serialize through them and drop undeclared properties).
   app.setSerializerCompiler(() => (data: unknown) => JSON.stringify(data));
   app.addHook('onRoute', (route: RouteOptions) => {
-    if ((route.schema as RouteSchema | undefined)?.validatedBy === 'handler')
-      route.validatorCompiler = handlerValidates;
+    const by = (route.schema as RouteSchema | undefined)?.validatedBy;
+    if (by === 'handler') route.validatorCompiler = handlerValidates;
+    else if (by === 'schema') route.validatorCompiler = validators;
     const methods = Array.isArray(route.method) ? route.method : [route.method];
     for (const method of methods)
       routes.push({ method, url: route.url, schema: route.schema as RouteSchema | undefined });

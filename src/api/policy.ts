@@ -92,6 +92,7 @@ const GET_POLICY_EXPLAIN: RouteSchema = {
     '403': { description: 'Not an administrator' },
     '404': { description: 'No such actor, user or object' },
   },
+  // handler: only an administrator may ask (403 first); a schema would answer a bad query 400 before that.
   validatedBy: 'handler',
 };
 

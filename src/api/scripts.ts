@@ -72,5 +72,6 @@ const POST_SCRIPTS_TEST: RouteSchema = {
       content: { 'application/x-json-lines': { schema: ref('ScriptLog') } },
     },
   },
+  // handler: the write path's normalize checks the Script as for a create (see objectschemas.ts).
   validatedBy: 'handler',
 };

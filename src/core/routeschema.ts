@@ -16,11 +16,14 @@ export interface RouteSchema {
   security?: readonly Json[];
   deprecated?: boolean;
   /**
-   * 'handler': the handler checks the request itself (its errors name the field and the code
-   * clients rely on, which a schema's generic 400 would not), so this schema only documents it.
-   * Without it, Fastify validates the request against the schema.
+   * 'schema': Fastify refuses a request the schema does not admit, with the answer the handler's
+   * own check would give (src/api/validation.ts); a body is taken as sent (no coercion, no
+   * defaults, unknown fields refused). 'handler': the handler checks the request itself (a
+   * comment at the route says why the schema cannot), so this schema only documents it. Neither:
+   * the schema validates, but defaults are filled in and unknown fields of a closed object dropped
+   * (src/api/validation.ts requestValidators).
    */
-  validatedBy?: 'handler';
+  validatedBy?: 'schema' | 'handler';
   /** Not an operation: a stand-in that answers 405 for a method the type lacks (left out of the document). */
   hide?: boolean;
   params?: Json;
