@@ -102,12 +102,11 @@ export class ObjectStore {
 
   /** Hidden state (hashes) of an object; {} when none. */
   async getSecret(type: ObjectType, id: string): Promise<Doc> {
-    const row = await this.k
-      .selectFrom('objects')
-      .select('secret')
-      .where('type', '=', type.kind)
-      .where('id', '=', id)
-      .executeTakeFirst();
+    const [row] = await this.fixed<{ secret: string | null }>(
+      'getSecret',
+      () => this.k.selectFrom('objects').select('secret').where('type', '=', '').where('id', '=', ''),
+      [type.kind, id],
+    );
     return parseSecret(row?.secret ?? null);
   }
 
