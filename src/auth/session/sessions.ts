@@ -6,7 +6,17 @@ import { newId } from '../../store/objects.js';
 import { perService, type ServiceContext, stateOf } from '../../store/service.js';
 import { Level, levelOf, locationCap, sessionFloor, tenantDoc } from '../integrity.js';
 import { clearSessionCookie, serviceCookies, setDeviceCookie, setSessionCookie } from './cookies.js';
-import { authDb, authQuery, type SessionsTable } from './db.js';
+import { authDb, type SessionsTable } from './db.js';
+import {
+  deleteSessionRow,
+  insertSessionRow,
+  type SessionSet,
+  sessionRowById,
+  sessionRowByToken,
+  sessionUserOf,
+  touchSessionRow,
+  writeSessionRow,
+} from './rows.js';
 
 type Ctx = Pick<ServiceContext, 'db' | 'store' | 'state'>;
 
@@ -140,7 +150,7 @@ export async function createSession(
     last_seen: now,
     expire_time: now + maxMs,
   };
-  await authQuery(ctx, 'session.insert', (db, v) => db.insertInto('sessions').values(v), row);
+  await insertSessionRow(ctx, row);
   changed(ctx, userId, row.id);
   if (Math.random() * SWEEP_EVERY < 1) {
     const { idleMs } = await lifetimes(ctx);
@@ -152,45 +162,24 @@ export async function createSession(
 /** The live session a cookie token names, or undefined (unknown, idle too long, or past its end). */
 export async function sessionByToken(ctx: Ctx, token: string): Promise<Session | undefined> {
   if (!TOKEN.test(token)) return undefined;
-  const [row] = (
-    await authQuery(
-      ctx,
-      'session.byToken',
-      (db, v) => db.selectFrom('sessions').selectAll().where('token_hash', '=', v.hash),
-      { hash: hashToken(token) },
-    )
-  ).rows as SessionsTable[];
+  const row = await sessionRowByToken(ctx, hashToken(token));
   if (!row) return undefined;
   const s = toSession(row);
   const { idleMs, tenant } = await lifetimes(ctx);
   const now = Date.now();
   if (now >= s.expireTime || now - s.lastSeen >= idleMs) {
-    await authQuery(ctx, 'session.delete', (db, v) => db.deleteFrom('sessions').where('id', '=', v.id), {
-      id: s.id,
-    });
+    await deleteSessionRow(ctx, s.id);
     return undefined;
   }
   if (now - s.lastSeen >= TOUCH_MS) {
-    await authQuery(
-      ctx,
-      'session.touch',
-      (db, v) => db.updateTable('sessions').set({ last_seen: v.now }).where('id', '=', v.id),
-      { now, id: s.id },
-    );
+    await touchSessionRow(ctx, s.id, now);
     s.lastSeen = now;
   }
   return withinPolicy(s, tenant);
 }
 
 export async function sessionById(ctx: Ctx, id: string): Promise<Session | undefined> {
-  const [row] = (
-    await authQuery(
-      ctx,
-      'session.byId',
-      (db, v) => db.selectFrom('sessions').selectAll().where('id', '=', v.id),
-      { id },
-    )
-  ).rows as SessionsTable[];
+  const row = await sessionRowById(ctx, id);
   if (!row) return undefined;
   const s = toSession(row);
   const { idleMs, tenant } = await lifetimes(ctx);
@@ -211,24 +200,9 @@ export async function listSessions(ctx: Ctx, userId: string): Promise<Session[]>
 }
 
 export async function deleteSession(ctx: Ctx, id: string): Promise<boolean> {
-  const [row] = (
-    await authQuery(
-      ctx,
-      'session.userOf',
-      (db, v) => db.selectFrom('sessions').select('user_id').where('id', '=', v.id),
-      { id },
-    )
-  ).rows as { user_id: string }[];
-  const r = await authQuery(
-    ctx,
-    'session.delete',
-    (db, v) => db.deleteFrom('sessions').where('id', '=', v.id),
-    {
-      id,
-    },
-  );
-  const done = r.affected > 0;
-  if (done && row) changed(ctx, row.user_id, id, true);
+  const userId = await sessionUserOf(ctx, id);
+  const done = (await deleteSessionRow(ctx, id)) > 0;
+  if (done && userId !== undefined) changed(ctx, userId, id, true);
   return done;
 }
 
@@ -250,8 +224,7 @@ export async function saveSession(
   opts: { rotate?: boolean } = {},
 ): Promise<{ session: Session; token?: string }> {
   const { level, token, set } = sessionUpdate(s, s.level, opts.rotate);
-  const r = await writeSession(ctx, s.id, set);
-  if (r.affected === 0) throw new Error('session vanished');
+  if ((await writeSessionRow(ctx, s.id, set)) === 0) throw new Error('session vanished');
   changed(ctx, s.userId, s.id);
   return { session: await effective(ctx, { ...s, level }), token };
 }
@@ -273,18 +246,6 @@ function sessionUpdate(s: Session, previousLevel: number, rotate: boolean | unde
   return { level, token, set };
 }
 
-type SessionSet = Pick<SessionsTable, 'user_id' | 'level' | 'factors' | 'data'> & { token_hash?: string };
-
-/** The row update of sessionUpdate (two shapes: with a new token hash, or without). */
-const writeSession = (ctx: Ctx, id: string, set: SessionSet, tx?: Parameters<typeof authQuery>[4]) =>
-  authQuery(
-    ctx,
-    set.token_hash === undefined ? 'session.save' : 'session.saveRotated',
-    (db, { id: key, ...v }) => db.updateTable('sessions').set(v).where('id', '=', key),
-    { ...set, id },
-    tx,
-  );
-
 /**
  * Read-modify-write of a session in one transaction (row locked on PostgreSQL; SQLite runs one
  * writer at a time), so parallel steps of one sign-in do not lose each other's factors. The level
@@ -299,23 +260,12 @@ export async function mutateSession(
   const result = await authDb(ctx)
     .transaction()
     .execute(async (tx) => {
-      const [row] = (
-        await authQuery(
-          ctx,
-          'session.lock',
-          (db, v) => {
-            const q = db.selectFrom('sessions').selectAll().where('id', '=', v.id);
-            return ctx.db.dialect === 'postgres' ? q.forUpdate() : q;
-          },
-          { id },
-          tx,
-        )
-      ).rows as SessionsTable[];
+      const row = await sessionRowById(ctx, id, tx);
       if (!row) return undefined;
       const current = toSession(row);
       const s = fn(current);
       const { level, token, set } = sessionUpdate(s, current.level, opts.rotate);
-      await writeSession(ctx, id, set, tx);
+      await writeSessionRow(ctx, id, set, tx);
       return { session: { ...s, level }, token };
     });
   if (!result) return undefined;
