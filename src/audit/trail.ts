@@ -4,6 +4,7 @@ import { nowStamp } from '../groups/lifecycle.js';
 import { f } from '../schema/fields.js';
 import type { ObjectType } from '../schema/type.js';
 import type { Db } from '../store/db.js';
+import { fixedQuery } from '../store/fixed.js';
 import { type ListPage, type ListQuery, listObjects } from '../store/listquery.js';
 import { newId } from '../store/objects.js';
 import { perService, type ServiceContext, stateOf } from '../store/service.js';
@@ -74,10 +75,21 @@ function entryDoc(entry: Omit<AuditRecord, 'ID' | 'Time' | 'TimeMs'>, now: numbe
   return doc;
 }
 
-const insertRows = (db: Db, docs: readonly AuditRecord[]) =>
-  sql`INSERT INTO audit_trail (type, id, data, time) VALUES ${sql.join(
+const insertRows = async (db: Db, docs: readonly AuditRecord[]) => {
+  const [one] = docs;
+  // One entry (a quiet service, or one request at a time): a statement built once (src/store/fixed.ts).
+  if (docs.length === 1 && one)
+    return fixedQuery(
+      db,
+      'audit.insert',
+      (_, v) =>
+        sql`INSERT INTO audit_trail (type, id, data, time) VALUES (${AuditEntry.kind}, ${v.id}, ${v.data}, ${v.time})`,
+      { id: String(one.ID), data: JSON.stringify(one), time: Number(one.TimeMs) },
+    );
+  return sql`INSERT INTO audit_trail (type, id, data, time) VALUES ${sql.join(
     docs.map((d) => sql`(${AuditEntry.kind}, ${d.ID}, ${JSON.stringify(d)}, ${d.TimeMs})`),
   )}`.execute(db.kysely);
+};
 
 /** Appends one entry; returns its ID. */
 export async function recordAudit(

@@ -2,7 +2,7 @@ import { isIPv6 } from 'node:net';
 import { sql } from 'kysely';
 import { ApiError } from '../core/errors.js';
 import type { ServiceContext } from '../store/service.js';
-import { authDb } from './session/db.js';
+import { authQuery } from './session/db.js';
 
 /**
  * Rate limits on questions whose answer tells something by itself, however it is asked: "does
@@ -79,28 +79,37 @@ export async function takeRequest(
   ip: string,
 ): Promise<void> {
   const key = `rate:${limit.name}:${rateSource(ip)}`;
-  const db = authDb(ctx);
   const now = Date.now();
   const capacity = limit.burst * limit.intervalMs;
   let refusedUntil: number | undefined;
   try {
-    // The arrival time after this request: one interval past the later of now and the stored one.
-    const next = sql<number>`(CASE WHEN last_failure > ${now} THEN last_failure ELSE ${now} END) + ${limit.intervalMs}`;
     // Usually one statement: the conditional UPDATE. A new source gets its row inserted (a race
     // with another instance inserting it too is settled by the primary key, then the UPDATE again).
+    // Each statement is built once per limit (src/store/fixed.ts).
     for (let attempt = 0; ; attempt++) {
-      const r = await db
-        .updateTable('auth_throttle')
-        .set({ last_failure: next })
-        .where('key', '=', key)
-        .where(sql<boolean>`${next} - ${now} <= ${capacity}`)
-        .executeTakeFirst();
-      if (Number(r.numUpdatedRows) === 1) break;
-      const row = await db
-        .selectFrom('auth_throttle')
-        .select('last_failure')
-        .where('key', '=', key)
-        .executeTakeFirst();
+      const r = await authQuery(
+        ctx,
+        `rate.take:${limit.intervalMs}:${capacity}`,
+        (db, v) => {
+          // The arrival time after this request: one interval past the later of now and the stored one.
+          const next = sql<number>`(CASE WHEN last_failure > ${v.now} THEN last_failure ELSE ${v.now} END) + ${limit.intervalMs}`;
+          return db
+            .updateTable('auth_throttle')
+            .set({ last_failure: next })
+            .where('key', '=', v.key)
+            .where(sql<boolean>`${next} - ${v.now} <= ${capacity}`);
+        },
+        { now, key },
+      );
+      if (r.affected === 1) break;
+      const [row] = (
+        await authQuery(
+          ctx,
+          'rate.arrival',
+          (db, v) => db.selectFrom('auth_throttle').select('last_failure').where('key', '=', v.key),
+          { key },
+        )
+      ).rows as { last_failure: number }[];
       if (row) {
         const until = Number(row.last_failure) + limit.intervalMs - capacity;
         // Full: refuse. Not full: the row was inserted by a parallel request after this UPDATE
@@ -112,12 +121,17 @@ export async function takeRequest(
         continue;
       }
       if (attempt >= 2) throw new Error('rate limit row contended');
-      const ins = await db
-        .insertInto('auth_throttle')
-        .values({ key, failures: 0, next_attempt: 0, last_failure: now + limit.intervalMs })
-        .onConflict((oc) => oc.column('key').doNothing())
-        .executeTakeFirst();
-      if (Number(ins.numInsertedOrUpdatedRows ?? 0) === 1) break;
+      const ins = await authQuery(
+        ctx,
+        'rate.insert',
+        (db, v) =>
+          db
+            .insertInto('auth_throttle')
+            .values({ key: v.key, failures: 0, next_attempt: 0, last_failure: v.arrival })
+            .onConflict((oc) => oc.column('key').doNothing()),
+        { key, arrival: now + limit.intervalMs },
+      );
+      if (ins.affected === 1) break;
     }
   } catch {
     throw new ApiError(

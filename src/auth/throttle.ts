@@ -1,7 +1,7 @@
 import { type RawBuilder, sql } from 'kysely';
 import { ApiError } from '../core/errors.js';
 import type { ServiceContext } from '../store/service.js';
-import { authDb } from './session/db.js';
+import { authDb, authQuery } from './session/db.js';
 
 /**
  * Brute-force regulation for password, PIN and code attempts (docs/signin.md, "Regulation").
@@ -107,6 +107,23 @@ function delaySql(p: ThrottlePolicy, failures: RawBuilder<number>): RawBuilder<n
   return sql<number>`(CASE WHEN ${failures} <= ${sql.lit(p.free)} THEN 0 ${sql.join(steps, sql` `)} ELSE ${sql.lit(p.maxMs)} END)`;
 }
 
+/** The upsert that charges one counter of policy `p` (chargeAttempt). */
+function chargeSql(p: ThrottlePolicy, v: { key: string; start: number; t: number }) {
+  // Typed, so PostgreSQL does not take a millisecond time for a 32-bit integer.
+  const at = sql<number>`CAST(${v.t} AS bigint)`;
+  const counted = sql<number>`(CASE WHEN ${at} - auth_throttle.last_failure > CAST(${p.windowMs} AS bigint) THEN 1 ELSE auth_throttle.failures + 1 END)`;
+  const delay = delaySql(p, counted);
+  return sql<{ failures: number }>`
+        INSERT INTO auth_throttle (key, failures, next_attempt, last_failure)
+        VALUES (${v.key}, 1, CAST(${v.start} AS bigint), ${at})
+        ON CONFLICT (key) DO UPDATE SET
+          failures = ${counted},
+          next_attempt = CASE WHEN ${delay} > 0 THEN ${at} + ${delay} ELSE 0 END,
+          last_failure = ${at}
+        WHERE auth_throttle.next_attempt <= ${at}
+        RETURNING failures`;
+}
+
 /**
  * Refuses (429) when any counter is in its back-off; otherwise counts one more attempt on each.
  * Each counter is charged by one statement (an upsert that counts only while the counter is out
@@ -118,37 +135,32 @@ export async function chargeAttempt(ctx: Pick<ServiceContext, 'db'>, charges: Ch
   await guarded(async () => {
     const db = authDb(ctx);
     const now = Date.now();
-    const rows = await db
-      .selectFrom('auth_throttle')
-      .select(['key', 'next_attempt'])
-      .where(
-        'key',
-        'in',
-        charges.map((c) => c.key),
-      )
-      .execute();
-    const held = new Map(rows.map((r) => [r.key, Number(r.next_attempt)]));
+    const keys = Object.fromEntries(charges.map((c, i) => [`k${i}`, c.key]));
+    const { rows } = await authQuery(
+      ctx,
+      `throttle.held.${charges.length}`,
+      (q, v) =>
+        q.selectFrom('auth_throttle').select(['key', 'next_attempt']).where('key', 'in', Object.values(v)),
+      keys,
+    );
+    const held = new Map(
+      (rows as { key: string; next_attempt: number }[]).map((r) => [r.key, Number(r.next_attempt)]),
+    );
     for (const c of charges) {
       const next = held.get(c.key) ?? 0;
       if (next > now) throw tooMany(next);
     }
     for (const c of charges) {
       const t = Date.now();
-      // Typed, so PostgreSQL does not take a millisecond time for a 32-bit integer.
-      const at = sql<number>`CAST(${t} AS bigint)`;
       const p = c.policy;
-      const counted = sql<number>`(CASE WHEN ${at} - auth_throttle.last_failure > CAST(${p.windowMs} AS bigint) THEN 1 ELSE auth_throttle.failures + 1 END)`;
-      const delay = delaySql(p, counted);
       const first = delayAfter(1, p);
-      const r = await sql<{ failures: number }>`
-        INSERT INTO auth_throttle (key, failures, next_attempt, last_failure)
-        VALUES (${c.key}, 1, CAST(${first > 0 ? t + first : 0} AS bigint), ${at})
-        ON CONFLICT (key) DO UPDATE SET
-          failures = ${counted},
-          next_attempt = CASE WHEN ${delay} > 0 THEN ${at} + ${delay} ELSE 0 END,
-          last_failure = ${at}
-        WHERE auth_throttle.next_attempt <= ${at}
-        RETURNING failures`.execute(db);
+      // One statement per policy, its numbers in it: built once (src/store/fixed.ts).
+      const r = await authQuery(
+        ctx,
+        `throttle.charge:${p.free}:${p.baseMs}:${p.maxMs}:${p.windowMs}`,
+        (_, v) => chargeSql(p, v),
+        { key: c.key, start: first > 0 ? t + first : 0, t },
+      );
       if (r.rows.length === 0) {
         // In back-off since the check above (a parallel attempt was counted first).
         const row = await db
@@ -168,15 +180,26 @@ export async function chargeAttempt(ctx: Pick<ServiceContext, 'db'>, charges: Ch
  */
 export async function attemptSucceeded(ctx: Pick<ServiceContext, 'db'>, factor: Charge, address?: Charge) {
   await guarded(async () => {
-    const db = authDb(ctx);
-    await db.deleteFrom('auth_throttle').where('key', '=', factor.key).execute();
+    await authQuery(
+      ctx,
+      'throttle.clear',
+      (db, v) => db.deleteFrom('auth_throttle').where('key', '=', v.key),
+      {
+        key: factor.key,
+      },
+    );
     if (address) {
-      await db
-        .updateTable('auth_throttle')
-        .set((eb) => ({ failures: eb('failures', '-', 1) }))
-        .where('key', '=', address.key)
-        .where('failures', '>', 0)
-        .execute();
+      await authQuery(
+        ctx,
+        'throttle.refund',
+        (db, v) =>
+          db
+            .updateTable('auth_throttle')
+            .set((eb) => ({ failures: eb('failures', '-', 1) }))
+            .where('key', '=', v.key)
+            .where('failures', '>', 0),
+        { key: address.key },
+      );
     }
   });
 }

@@ -54,6 +54,13 @@ export interface Db {
    * async connection hand-off that costs more than a primary-key lookup.
    */
   readSync?: <R>(sql: string, parameters: readonly unknown[]) => R[];
+  /**
+   * SQLite only: runs a statement at once, reads on the reader connection and writes on the
+   * writer, unless a transaction is open on the writer (then undefined: the caller goes through
+   * Kysely, which queues it after that transaction as before). A write run here is its own
+   * transaction, exactly as when Kysely runs it outside one; it only skips the hand-off.
+   */
+  runSync?: <R>(sql: string, parameters: readonly unknown[]) => { rows: R[]; affected: number } | undefined;
   close(): Promise<void>;
 }
 
@@ -62,7 +69,9 @@ export interface Db {
  * lookup. Statements are reusable, and Kysely runs one query at a time per SQLite connection, so
  * the same SQL text can share one. Bounded, because filters make list SQL vary.
  */
-function cachingStatements(sqlite: SQLite.Database): SqliteDatabase {
+function cachingStatements(
+  sqlite: SQLite.Database,
+): SqliteDatabase & { prepare(sql: string): SQLite.Statement } {
   const cache = new Map<string, SQLite.Statement>();
   // On some errors (SQLITE_FULL, SQLITE_IOERR, SQLITE_NOMEM, SQLITE_BUSY in COMMIT) SQLite has
   // already rolled the transaction back by itself. Kysely's ROLLBACK then fails with "no transaction
@@ -180,9 +189,8 @@ export function openDb(
   sqlite.pragma('busy_timeout = 5000');
   sqlite.pragma('foreign_keys = ON');
   sqlite.pragma(`cache_size = -${SQLITE_CACHE_KIB}`);
-  const kysely = new Kysely<Database>({
-    dialect: new SqliteDialect({ database: cachingStatements(sqlite) }),
-  });
+  const writer = cachingStatements(sqlite);
+  const kysely = new Kysely<Database>({ dialect: new SqliteDialect({ database: writer }) });
   const base = { kysely, dialect: 'sqlite' as const, describe: `sqlite ${location}` };
   // An in-memory database cannot be opened twice: it reads through Kysely like PostgreSQL does.
   if (location === ':memory:') return { ...base, close: () => kysely.destroy() };
@@ -191,10 +199,20 @@ export function openDb(
   reader.pragma('busy_timeout = 5000');
   reader.pragma(`cache_size = -${SQLITE_CACHE_KIB}`);
   const statements = cachingStatements(reader);
+  const readSync = <R>(text: string, parameters: readonly unknown[]) =>
+    statements.prepare(text).all(parameters) as R[];
   return {
     ...base,
-    readSync: <R>(text: string, parameters: readonly unknown[]) =>
-      statements.prepare(text).all(parameters) as R[],
+    readSync,
+    runSync: <R>(text: string, parameters: readonly unknown[]) => {
+      if (sqlite.inTransaction) return undefined;
+      const stmt = writer.prepare(text);
+      // A select reads committed data on the reader, as readSync; RETURNING makes a write a reader.
+      if (!stmt.reader) return { rows: [] as R[], affected: Number(stmt.run(parameters).changes) };
+      if (/^\s*select\b/i.test(text)) return { rows: readSync<R>(text, parameters), affected: 0 };
+      const rows = stmt.all(parameters) as R[];
+      return { rows, affected: rows.length };
+    },
     close: async () => {
       await kysely.destroy();
       reader.close();

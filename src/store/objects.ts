@@ -102,12 +102,11 @@ export class ObjectStore {
 
   /** Hidden state (hashes) of an object; {} when none. */
   async getSecret(type: ObjectType, id: string): Promise<Doc> {
-    const row = await this.k
-      .selectFrom('objects')
-      .select('secret')
-      .where('type', '=', type.kind)
-      .where('id', '=', id)
-      .executeTakeFirst();
+    const [row] = await this.fixed<{ secret: string | null }>(
+      'getSecret',
+      () => this.k.selectFrom('objects').select('secret').where('type', '=', '').where('id', '=', ''),
+      [type.kind, id],
+    );
     return parseSecret(row?.secret ?? null);
   }
 
@@ -549,11 +548,24 @@ export class ObjectStore {
 
 type StoredRow = { id: string; data: string; etag: string; create_time: number; modify_time: number };
 
+/**
+ * A stored row as an object. Its `doc` is parsed from `data` when first read: a GET answers with
+ * `data` as stored and, for a caller with access to all objects of the type, never needs the
+ * parsed form (parsing a user was a tenth of a GET's server time). An own enumerable property all
+ * the same, so spreads, JSON and comparisons see it as before; assigning it replaces it.
+ */
 function toStored(row: StoredRow): StoredObject {
+  let doc: Doc | undefined;
   return {
     id: row.id,
     data: row.data,
-    doc: JSON.parse(row.data) as Doc,
+    get doc(): Doc {
+      doc ??= JSON.parse(row.data) as Doc;
+      return doc;
+    },
+    set doc(value: Doc) {
+      doc = value;
+    },
     etag: row.etag,
     createTime: Number(row.create_time),
     modifyTime: Number(row.modify_time),

@@ -1,4 +1,5 @@
 import type { Kysely } from 'kysely';
+import { type Buildable, type FixedResult, type FixedValues, fixedQuery } from '../../store/fixed.js';
 import type { ServiceContext } from '../../store/service.js';
 
 /** Tables of migration 0002_auth_sessions (src/store/migrations.ts). */
@@ -43,3 +44,23 @@ export type AuthTables = {
 /** The service's Kysely handle, typed with the sign-in tables. */
 export const authDb = (ctx: Pick<ServiceContext, 'db'>): Kysely<AuthTables> =>
   ctx.db.kysely.withTables<AuthTables>() as unknown as Kysely<AuthTables>;
+
+/**
+ * Runs a sign-in statement of fixed shape (src/store/fixed.ts): built once per database, then
+ * run with new values; on SQLite outside a transaction at once. `tx`: a transaction to run it in.
+ */
+export function authQuery<R = unknown, V extends FixedValues<V> = Record<string, string | number>>(
+  ctx: Pick<ServiceContext, 'db'>,
+  name: string,
+  build: (db: Kysely<AuthTables>, v: V) => Buildable,
+  values: V,
+  tx?: Kysely<AuthTables>,
+): Promise<FixedResult<R>> {
+  return fixedQuery<R, V>(
+    ctx.db,
+    name,
+    (k, v) => build(k as unknown as Kysely<AuthTables>, v),
+    values,
+    tx as unknown as Kysely<never> | undefined,
+  );
+}

@@ -7,6 +7,16 @@ import { perService, type ServiceContext, stateOf } from '../../store/service.js
 import { Level, levelOf, locationCap, sessionFloor, tenantDoc } from '../integrity.js';
 import { clearSessionCookie, serviceCookies, setDeviceCookie, setSessionCookie } from './cookies.js';
 import { authDb, type SessionsTable } from './db.js';
+import {
+  deleteSessionRow,
+  insertSessionRow,
+  type SessionSet,
+  sessionRowById,
+  sessionRowByToken,
+  sessionUserOf,
+  touchSessionRow,
+  writeSessionRow,
+} from './rows.js';
 
 type Ctx = Pick<ServiceContext, 'db' | 'store' | 'state'>;
 
@@ -140,7 +150,7 @@ export async function createSession(
     last_seen: now,
     expire_time: now + maxMs,
   };
-  await authDb(ctx).insertInto('sessions').values(row).execute();
+  await insertSessionRow(ctx, row);
   changed(ctx, userId, row.id);
   if (Math.random() * SWEEP_EVERY < 1) {
     const { idleMs } = await lifetimes(ctx);
@@ -152,29 +162,24 @@ export async function createSession(
 /** The live session a cookie token names, or undefined (unknown, idle too long, or past its end). */
 export async function sessionByToken(ctx: Ctx, token: string): Promise<Session | undefined> {
   if (!TOKEN.test(token)) return undefined;
-  const db = authDb(ctx);
-  const row = await db
-    .selectFrom('sessions')
-    .selectAll()
-    .where('token_hash', '=', hashToken(token))
-    .executeTakeFirst();
+  const row = await sessionRowByToken(ctx, hashToken(token));
   if (!row) return undefined;
   const s = toSession(row);
   const { idleMs, tenant } = await lifetimes(ctx);
   const now = Date.now();
   if (now >= s.expireTime || now - s.lastSeen >= idleMs) {
-    await db.deleteFrom('sessions').where('id', '=', s.id).execute();
+    await deleteSessionRow(ctx, s.id);
     return undefined;
   }
   if (now - s.lastSeen >= TOUCH_MS) {
-    await db.updateTable('sessions').set({ last_seen: now }).where('id', '=', s.id).execute();
+    await touchSessionRow(ctx, s.id, now);
     s.lastSeen = now;
   }
   return withinPolicy(s, tenant);
 }
 
 export async function sessionById(ctx: Ctx, id: string): Promise<Session | undefined> {
-  const row = await authDb(ctx).selectFrom('sessions').selectAll().where('id', '=', id).executeTakeFirst();
+  const row = await sessionRowById(ctx, id);
   if (!row) return undefined;
   const s = toSession(row);
   const { idleMs, tenant } = await lifetimes(ctx);
@@ -195,11 +200,9 @@ export async function listSessions(ctx: Ctx, userId: string): Promise<Session[]>
 }
 
 export async function deleteSession(ctx: Ctx, id: string): Promise<boolean> {
-  const db = authDb(ctx);
-  const row = await db.selectFrom('sessions').select('user_id').where('id', '=', id).executeTakeFirst();
-  const r = await db.deleteFrom('sessions').where('id', '=', id).executeTakeFirst();
-  const done = Number(r.numDeletedRows) > 0;
-  if (done && row) changed(ctx, row.user_id, id, true);
+  const userId = await sessionUserOf(ctx, id);
+  const done = (await deleteSessionRow(ctx, id)) > 0;
+  if (done && userId !== undefined) changed(ctx, userId, id, true);
   return done;
 }
 
@@ -221,8 +224,7 @@ export async function saveSession(
   opts: { rotate?: boolean } = {},
 ): Promise<{ session: Session; token?: string }> {
   const { level, token, set } = sessionUpdate(s, s.level, opts.rotate);
-  const r = await authDb(ctx).updateTable('sessions').set(set).where('id', '=', s.id).executeTakeFirst();
-  if (Number(r.numUpdatedRows) === 0) throw new Error('session vanished');
+  if ((await writeSessionRow(ctx, s.id, set)) === 0) throw new Error('session vanished');
   changed(ctx, s.userId, s.id);
   return { session: await effective(ctx, { ...s, level }), token };
 }
@@ -234,7 +236,7 @@ export async function saveSession(
 function sessionUpdate(s: Session, previousLevel: number, rotate: boolean | undefined) {
   const level = levelOf(s.userId !== '', s.factors, sessionFloor(s.data));
   const token = (rotate ?? level !== previousLevel) ? newToken() : undefined;
-  const set: Partial<SessionsTable> = {
+  const set: SessionSet = {
     user_id: s.userId,
     level,
     factors: JSON.stringify(s.factors),
@@ -258,14 +260,12 @@ export async function mutateSession(
   const result = await authDb(ctx)
     .transaction()
     .execute(async (tx) => {
-      let q = tx.selectFrom('sessions').selectAll().where('id', '=', id);
-      if (ctx.db.dialect === 'postgres') q = q.forUpdate();
-      const row = await q.executeTakeFirst();
+      const row = await sessionRowById(ctx, id, tx);
       if (!row) return undefined;
       const current = toSession(row);
       const s = fn(current);
       const { level, token, set } = sessionUpdate(s, current.level, opts.rotate);
-      await tx.updateTable('sessions').set(set).where('id', '=', id).execute();
+      await writeSessionRow(ctx, id, set, tx);
       return { session: { ...s, level }, token };
     });
   if (!result) return undefined;

@@ -1,0 +1,88 @@
+import type { Kysely } from 'kysely';
+import type { ServiceContext } from '../../store/service.js';
+import { type AuthTables, authQuery, type SessionsTable } from './db.js';
+
+/**
+ * The statements on session rows (sessions.ts), each of fixed shape: built once per database and,
+ * on SQLite outside a transaction, run at once (src/store/fixed.ts).
+ */
+type Db = Pick<ServiceContext, 'db'>;
+
+export const insertSessionRow = (ctx: Db, row: SessionsTable) =>
+  authQuery(ctx, 'session.insert', (db, v) => db.insertInto('sessions').values(v), row);
+
+export async function sessionRowByToken(ctx: Db, hash: string): Promise<SessionsTable | undefined> {
+  const { rows } = await authQuery(
+    ctx,
+    'session.byToken',
+    (db, v) => db.selectFrom('sessions').selectAll().where('token_hash', '=', v.hash),
+    { hash },
+  );
+  return rows[0] as SessionsTable | undefined;
+}
+
+/** The row by ID; in `tx`, locked until its end on PostgreSQL (SQLite runs one writer at a time). */
+export async function sessionRowById(
+  ctx: Db,
+  id: string,
+  tx?: Kysely<AuthTables>,
+): Promise<SessionsTable | undefined> {
+  const lock = tx !== undefined && ctx.db.dialect === 'postgres';
+  const { rows } = await authQuery(
+    ctx,
+    lock ? 'session.lock' : 'session.byId',
+    (db, v) => {
+      const q = db.selectFrom('sessions').selectAll().where('id', '=', v.id);
+      return lock ? q.forUpdate() : q;
+    },
+    { id },
+    tx,
+  );
+  return rows[0] as SessionsTable | undefined;
+}
+
+export async function sessionUserOf(ctx: Db, id: string): Promise<string | undefined> {
+  const { rows } = await authQuery(
+    ctx,
+    'session.userOf',
+    (db, v) => db.selectFrom('sessions').select('user_id').where('id', '=', v.id),
+    { id },
+  );
+  return (rows[0] as { user_id: string } | undefined)?.user_id;
+}
+
+/** Deletes the row; the number deleted (0 or 1). */
+export const deleteSessionRow = async (ctx: Db, id: string): Promise<number> =>
+  (
+    await authQuery(ctx, 'session.delete', (db, v) => db.deleteFrom('sessions').where('id', '=', v.id), {
+      id,
+    })
+  ).affected;
+
+export const touchSessionRow = (ctx: Db, id: string, now: number) =>
+  authQuery(
+    ctx,
+    'session.touch',
+    (db, v) => db.updateTable('sessions').set({ last_seen: v.now }).where('id', '=', v.id),
+    {
+      now,
+      id,
+    },
+  );
+
+/** What saving a session writes: its user, level, factors and data, and a new token's hash. */
+export type SessionSet = Pick<SessionsTable, 'user_id' | 'level' | 'factors' | 'data'> & {
+  token_hash?: string;
+};
+
+/** Writes a session's new state (two shapes: with a new token hash, or without); rows updated. */
+export const writeSessionRow = async (ctx: Db, id: string, set: SessionSet, tx?: Kysely<AuthTables>) =>
+  (
+    await authQuery(
+      ctx,
+      set.token_hash === undefined ? 'session.save' : 'session.saveRotated',
+      (db, { id: key, ...v }) => db.updateTable('sessions').set(v).where('id', '=', key),
+      { ...set, id },
+      tx,
+    )
+  ).affected;
