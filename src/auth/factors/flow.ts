@@ -28,8 +28,8 @@ import { credentialChange, credentialChanged } from './stepup.js';
  * - enrolment steps, /auth/enroll/<name>[/<step>]: the one credential-change rule (step-up, an
  *   administrator's reset with ?user=, an invitation's first factors), the change, then the
  *   change's consequences (other sessions end, an invited factor counts as proven);
- * - CSRF: every route here is a POST/PUT/DELETE through the service's same-origin check for
- *   cookie sessions (src/api/server.ts), like every other unsafe method.
+ * - CSRF: every route here changes state under /auth, so the authenticator's check (checkCsrf in
+ *   src/auth/session/authenticator.ts: this origin, or X-Requested-With) runs before it.
  */
 
 /** Registers a factor's routes: its declared steps through the flow, then any of its own. */
@@ -136,4 +136,3 @@ function enrollSchema(tag: string, step: EnrollStep): RouteSchema {
   };
 }
 
-export { regulated };
