@@ -1,4 +1,4 @@
-import { Ajv } from 'ajv';
+import { Ajv, type ValidateFunction } from 'ajv';
 import formatsModule from 'ajv-formats';
 import type { FastifyError } from 'fastify';
 import { ApiError } from '../core/errors.js';
@@ -66,17 +66,47 @@ export function schemaRefusal(err: FastifyError): ApiError {
  * as the handlers' own checks refuse it, rather than silently dropped.
  */
 export function requestValidators(closed = false) {
-  const base = {
-    useDefaults: !closed,
-    removeAdditional: !closed,
-    allErrors: false,
-    strict: false,
-    allowUnionTypes: true,
-  } as const;
-  const body = addFormats(new Ajv({ ...base, coerceTypes: false }));
-  const text = addFormats(new Ajv({ ...base, coerceTypes: 'array' }));
-  return ({ schema, httpPart }: { schema: object; httpPart?: string }) =>
-    (httpPart === 'body' ? body : text).compile(schema);
+  return ({ schema, httpPart }: { schema: object; httpPart?: string }): ValidateFunction => {
+    const asSent = httpPart === 'body';
+    const key = `${closed ? 'closed' : 'open'} ${asSent ? 'body' : 'text'} ${JSON.stringify(schema)}`;
+    let validate = compiled.get(key);
+    if (!validate) {
+      validate = compilerFor(closed, asSent).compile(schema);
+      compiled.set(key, validate);
+    }
+    return validate;
+  };
+}
+
+/**
+ * Compiled validators, shared by every service in the process (as Fastify's own compiler pool
+ * shares them): a validator is a pure function of its schema and mode, and compiling every
+ * route's schema again is most of what starting another server costs.
+ */
+// module-state: a compile cache of pure functions keyed by (mode, part, schema text); bounded by the routes' schemas.
+const compiled = new Map<string, ValidateFunction>();
+// module-state: the four compilers behind that cache, made on first use.
+const compilers = new Map<string, Ajv>();
+
+function compilerFor(closed: boolean, asSent: boolean): Ajv {
+  const name = `${closed} ${asSent}`;
+  let ajv = compilers.get(name);
+  if (!ajv) {
+    ajv = addFormats(
+      new Ajv({
+        useDefaults: !closed,
+        removeAdditional: !closed,
+        allErrors: false,
+        strict: false,
+        allowUnionTypes: true,
+        coerceTypes: asSent ? false : 'array',
+        // Equal schemas of two services compile once (the cache above); Ajv need not keep them.
+        addUsedSchema: false,
+      }),
+    );
+    compilers.set(name, ajv);
+  }
+  return ajv;
 }
 
 // ajv-formats is CommonJS: under ESM its default import is the plugin function itself.
