@@ -135,4 +135,3 @@ function enrollSchema(tag: string, step: EnrollStep): RouteSchema {
     response,
   };
 }
-
