@@ -1,5 +1,5 @@
 import { Readable } from 'node:stream';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Principal } from '../auth/principal.js';
 import { ApiError } from '../core/errors.js';
 import { NOT_AN_OPERATION, type RouteSchema } from '../core/routeschema.js';
@@ -14,6 +14,7 @@ import { etagMatches } from '../store/objects.js';
 import { type ServiceContext, writerOf } from '../store/service.js';
 import { setObjectHeaders, singleHeader } from './http.js';
 import { objectRouteSchemas } from './objectschemas.js';
+import { schemaRefusal } from './validation.js';
 
 type IdParams = { id: string };
 
@@ -78,6 +79,18 @@ function notAllowed(type: ObjectType, item: boolean): never {
     headers: { Allow: allowOf(type, item) },
   });
 }
+
+/**
+ * The route schema's refusal of a write request. Object writes are validated by their schemas
+ * with the refusal held back (Fastify's attachValidation), because the spec orders other answers
+ * first: 403 for a caller who may not write the type, 404 for a missing object, 428 for a missing
+ * If-Match. The write path answers it where it judges the body (src/writes/path.ts).
+ */
+const schemaRefusalOf = (req: FastifyRequest) =>
+  req.validationError ? schemaRefusal(req.validationError as FastifyError) : undefined;
+
+/** Route options of a write: its schema, validated, the refusal held back (see schemaRefusalOf). */
+const writeRoute = (schema: RouteSchema) => ({ schema, attachValidation: true });
 
 /** JSON Merge Patch bodies (RFC 7396) are JSON. */
 const MERGE_PATCH = 'application/merge-patch+json';
@@ -147,6 +160,7 @@ function objectHandlers(ctx: ServiceContext, type: ObjectType) {
       id,
       body: req.body,
       ifMatch,
+      refusal: schemaRefusalOf(req),
     });
     if (obj) setObjectHeaders(reply, type, obj);
     return reply.code(changed ? 204 : 304).send();
@@ -164,6 +178,7 @@ function objectHandlers(ctx: ServiceContext, type: ObjectType) {
       op: 'create',
       id,
       body: req.body,
+      refusal: schemaRefusalOf(req),
     });
     if (!obj) throw new ApiError('Internal', 'the write stored nothing');
     setObjectHeaders(reply, type, obj);
@@ -174,6 +189,8 @@ function objectHandlers(ctx: ServiceContext, type: ObjectType) {
 
   const remove = async (req: FastifyRequest, reply: FastifyReply, id: string) => {
     const ifMatch = await requireIfMatch(req, 'delete', id);
+    const refusal = schemaRefusalOf(req);
+    if (refusal) throw refusal;
     await writes.write({ actor: principalOf(req), type, op: 'delete', id, ifMatch });
     return reply.code(204).send();
   };
@@ -187,10 +204,10 @@ function registerSingletonRoutes(app: FastifyInstance, type: ObjectType, h: Hand
   const has = (op: Op) => type.ops.includes(op);
   const or405 = (op: Op, schema: RouteSchema) => (has(op) ? schema : NOT_AN_OPERATION);
   app.get(path, { schema: or405('get', schemas.get) }, (req, reply) => h.get(req, reply, TENANT_ID));
-  app.put(path, { schema: or405('update', schemas.put) }, (req, reply) =>
+  app.put(path, writeRoute(or405('update', schemas.put)), (req, reply) =>
     h.update(req, reply, TENANT_ID, false),
   );
-  app.patch(path, { schema: or405('update', schemas.patch) }, (req, reply) =>
+  app.patch(path, writeRoute(or405('update', schemas.patch)), (req, reply) =>
     h.update(req, reply, TENANT_ID, true),
   );
   app.route({ method: ['POST', 'DELETE'], url: path, ...notAllowedRoute(type, true) });
@@ -223,7 +240,7 @@ function registerCollectionRoutes(app: FastifyInstance, ctx: ServiceContext, typ
     },
   );
   const creates = type.identity === 'generated' && has('create');
-  app.post(collection, { schema: creates ? schemas.create : NOT_AN_OPERATION }, (req, reply) =>
+  app.post(collection, writeRoute(creates ? schemas.create : NOT_AN_OPERATION), (req, reply) =>
     creates ? h.create(req, reply) : notAllowed(type, false),
   );
   app.route({ method: ['PUT', 'DELETE', 'PATCH'], url: collection, ...notAllowedRoute(type, false) });
@@ -239,18 +256,18 @@ function registerItemRoutes(app: FastifyInstance, type: ObjectType, h: Handlers)
   app.get<{ Params: IdParams }>(item, { schema: or405('get', schemas.get) }, (req, reply) =>
     has('get') ? h.get(req, reply, req.params.id) : notAllowed(type, true),
   );
-  app.put<{ Params: IdParams }>(item, { schema: or405('update', schemas.put) }, (req, reply) =>
+  app.put<{ Params: IdParams }>(item, writeRoute(or405('update', schemas.put)), (req, reply) =>
     has('update') ? h.update(req, reply, req.params.id, false) : notAllowed(type, true),
   );
-  app.patch<{ Params: IdParams }>(item, { schema: or405('update', schemas.patch) }, (req, reply) =>
+  app.patch<{ Params: IdParams }>(item, writeRoute(or405('update', schemas.patch)), (req, reply) =>
     has('update') ? h.update(req, reply, req.params.id, true) : notAllowed(type, true),
   );
-  app.delete<{ Params: IdParams }>(item, { schema: or405('delete', schemas.delete) }, (req, reply) =>
+  app.delete<{ Params: IdParams }>(item, writeRoute(or405('delete', schemas.delete)), (req, reply) =>
     has('delete') ? h.remove(req, reply, req.params.id) : notAllowed(type, true),
   );
   app.post<{ Params: IdParams }>(
     item,
-    { schema: creates ? schemas.create : NOT_AN_OPERATION },
+    writeRoute(creates ? schemas.create : NOT_AN_OPERATION),
     (req, reply) => (creates ? h.create(req, reply, req.params.id) : notAllowed(type, true)),
   );
 }

@@ -56,6 +56,59 @@ function schemaOf(field: Field): Json {
 export const propertiesOf = (fields: FieldMap): Json =>
   Object.fromEntries(Object.entries(fields).map(([k, f]) => [k, schemaOf(f)]));
 
+/**
+ * The validating schema of one field in a write body (create, PUT, merge patch), as the write
+ * path reads a body (src/schema/fields.ts normalize): null stands for the default (or, in a merge
+ * patch, removes the value), a read-only field is accepted and ignored, nested objects are closed.
+ * The finer checks (timestamps, e-mail addresses, URLs, safe integers, duplicates) stay with
+ * normalize, which every writer passes through, not only HTTP.
+ */
+function writeSchemaOf(field: Field): Json {
+  const doc = field.doc ? { description: field.doc } : {};
+  if (field.readOnly) return { ...doc, readOnly: true };
+  if (field.kind === 'object') return { ...doc, ...writeBodySchema(field.fields), type: ['object', 'null'] };
+  const limits = (f: { maxLength?: number | undefined; enum?: readonly string[] | undefined }) => ({
+    ...(f.maxLength !== undefined ? { maxLength: f.maxLength } : {}),
+    ...(f.enum ? { enum: f.enum } : {}),
+  });
+  if (field.kind === 'strings')
+    return {
+      ...doc,
+      type: ['array', 'null'],
+      ...(field.maxItems !== undefined ? { maxItems: field.maxItems } : {}),
+      items: { type: 'string', ...limits(field) },
+    };
+  switch (field.kind) {
+    case 'boolean':
+      return { ...doc, type: ['boolean', 'null'] };
+    case 'integer':
+    case 'number':
+      return {
+        ...doc,
+        type: [field.kind, 'null'],
+        ...(field.min !== undefined ? { minimum: field.min } : {}),
+        ...(field.max !== undefined ? { maximum: field.max } : {}),
+      };
+    case 'timestamp':
+      return { ...doc, type: ['string', 'null'], description: `${field.doc ?? ''} (RFC 3339)`.trim() };
+    default:
+      return {
+        ...doc,
+        type: ['string', 'null'],
+        ...limits(field),
+        // The enum's type list admits null; the values must too.
+        ...(field.enum ? { enum: [...field.enum, null] } : {}),
+      };
+  }
+}
+
+/** The validating schema of a write body of these fields: a closed object, null for {}. */
+export const writeBodySchema = (fields: FieldMap): Json => ({
+  type: ['object', 'null'],
+  properties: Object.fromEntries(Object.entries(fields).map(([k, f]) => [k, writeSchemaOf(f)])),
+  additionalProperties: false,
+});
+
 const ETAG_HEADERS = Object.fromEntries(
   ['Etag', 'X-Id', 'Location', 'X-Create-Time', 'Last-Modified'].map((h) => [
     h,
@@ -111,25 +164,17 @@ const listSchema = (type: ObjectType): RouteSchema => ({
 export function objectRouteSchemas(type: ObjectType, item: boolean): ObjectRouteSchemas {
   const tags = [type.kind];
   const params = item ? { params: pathParams('id') } : {};
-  const body = {
-    required: true,
-    content: {
-      'application/json': {
-        schema: type.writeOnly
-          ? { allOf: [ref(type.kind), { type: 'object', properties: propertiesOf(type.writeOnly) }] }
-          : ref(type.kind),
-      },
-    },
-  };
+  // The body as the write path reads it (components.schemas.<Kind> describes the stored object).
+  const written = writeBodySchema(type.writeOnly ? { ...type.fields, ...type.writeOnly } : type.fields);
+  const body = { required: true, content: { 'application/json': { schema: written } } };
   const ifMatch = { type: 'object', properties: { 'If-Match': { type: 'string' } }, required: ['If-Match'] };
   const stored = { description: 'Stored', headers: ETAG_HEADERS };
   return {
     list: listSchema(type),
     create: {
       tags,
-      // handler: the write path's checks (fields.ts normalize: null for any field, read-only fields
-      // ignored, Unknown Field) are not yet expressed as a validating schema; ref(kind) only documents.
-      validatedBy: 'handler',
+      // The schema's refusal is answered where the write path judges the body (src/api/objects.ts).
+      validatedBy: 'schema',
       summary: `Create a ${type.kind}`,
       ...params,
       body,
@@ -152,8 +197,8 @@ export function objectRouteSchemas(type: ObjectType, item: boolean): ObjectRoute
     },
     put: {
       tags,
-      // handler: a missing If-Match is 428 Precondition Required; the schema's required header would say 400.
-      validatedBy: 'handler',
+      // The handler answers a missing If-Match (404 or 428) before the schema's refusal (src/api/objects.ts).
+      validatedBy: 'schema',
       summary: `Replace a ${type.kind}`,
       ...params,
       headers: ifMatch,
@@ -168,15 +213,15 @@ export function objectRouteSchemas(type: ObjectType, item: boolean): ObjectRoute
     },
     patch: {
       tags,
-      // handler: a missing If-Match is 428 Precondition Required; the schema's required header would say 400.
-      validatedBy: 'handler',
+      // The handler answers a missing If-Match (404 or 428) before the schema's refusal (src/api/objects.ts).
+      validatedBy: 'schema',
       summary: `Change some fields of a ${type.kind} (JSON Merge Patch, RFC 7396)`,
       ...params,
       headers: ifMatch,
       body: {
         content: {
-          'application/merge-patch+json': { schema: { type: 'object' } },
-          'application/json': { schema: { type: 'object' } },
+          'application/merge-patch+json': { schema: written },
+          'application/json': { schema: written },
         },
       },
       response: {
@@ -190,8 +235,8 @@ export function objectRouteSchemas(type: ObjectType, item: boolean): ObjectRoute
     },
     delete: {
       tags,
-      // handler: a missing If-Match is 428 Precondition Required; the schema's required header would say 400.
-      validatedBy: 'handler',
+      // The handler answers a missing If-Match (404 or 428) before the schema's refusal (src/api/objects.ts).
+      validatedBy: 'schema',
       summary: `Delete a ${type.kind}`,
       ...params,
       headers: ifMatch,

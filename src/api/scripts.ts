@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError, ErrorCodes } from '../core/errors.js';
 import { NOT_AN_OPERATION, type RouteSchema, ref } from '../core/routeschema.js';
 import { Script } from '../objects/script.js';
@@ -7,6 +7,8 @@ import { normalize } from '../schema/fields.js';
 import { scheduleScriptLogPruning } from '../scripts/logs.js';
 import { runTests, type TestCase } from '../scripts/testing.js';
 import type { ServiceContext } from '../store/service.js';
+import { writeBodySchema } from './objectschemas.js';
+import { schemaRefusal } from './validation.js';
 
 /**
  * Scripts over HTTP: POST /scripts/test (the user-write and group-membership hooks run inside the
@@ -15,7 +17,10 @@ import type { ServiceContext } from '../store/service.js';
  */
 export function registerScriptRoutes(app: FastifyInstance, ctx: ServiceContext) {
   scheduleScriptLogPruning(app, ctx);
-  app.post('/scripts/test', { schema: POST_SCRIPTS_TEST }, async (req, reply) => testScript(req, reply, ctx));
+  // Validated by its schema, the refusal answered after the 403 (as for the object writes).
+  app.post('/scripts/test', { schema: POST_SCRIPTS_TEST, attachValidation: true }, async (req, reply) =>
+    testScript(req, reply, ctx),
+  );
   app.route({
     method: ['GET', 'PUT', 'DELETE', 'PATCH'],
     url: '/scripts/test',
@@ -37,6 +42,7 @@ async function testScript(req: FastifyRequest, reply: FastifyReply, ctx: Service
   if (!p) throw new ApiError('Unauthenticated', 'authentication required');
   if (!access(p, Script.kind, 'create'))
     throw new ApiError('Forbidden', 'your credentials may not run scripts');
+  if (req.validationError) throw schemaRefusal(req.validationError as FastifyError);
   const script = normalize(Script.fields, req.body ?? {}, undefined);
   const text = String(script.Tests ?? '').trim();
   const cases = (text === '' ? [] : JSON.parse(text)) as TestCase[];
@@ -54,7 +60,7 @@ async function testScript(req: FastifyRequest, reply: FastifyReply, ctx: Service
 const POST_SCRIPTS_TEST: RouteSchema = {
   tags: ['Script'],
   summary: "Run an unsaved Script's tests (docs/scripts.md)",
-  body: { content: { 'application/json': { schema: ref('Script') } } },
+  body: { content: { 'application/json': { schema: writeBodySchema(Script.fields) } } },
   response: {
     '200': {
       description: 'Every test passed; one ScriptLog per line',
@@ -72,6 +78,5 @@ const POST_SCRIPTS_TEST: RouteSchema = {
       content: { 'application/x-json-lines': { schema: ref('ScriptLog') } },
     },
   },
-  // handler: the write path's normalize checks the Script as for a create (see objectschemas.ts).
-  validatedBy: 'handler',
+  validatedBy: 'schema',
 };

@@ -66,8 +66,9 @@ export function schemaRefusal(err: FastifyError): ApiError {
  * as the handlers' own checks refuse it, rather than silently dropped.
  */
 export function requestValidators(closed = false) {
-  return ({ schema, httpPart }: { schema: object; httpPart?: string }): ValidateFunction => {
+  return ({ schema: declared, httpPart }: { schema: object; httpPart?: string }): ValidateFunction => {
     const asSent = httpPart === 'body';
+    const schema = httpPart === 'headers' ? lowerCaseHeaders(declared) : declared;
     const key = `${closed ? 'closed' : 'open'} ${asSent ? 'body' : 'text'} ${JSON.stringify(schema)}`;
     let validate = compiled.get(key);
     if (!validate) {
@@ -75,6 +76,22 @@ export function requestValidators(closed = false) {
       compiled.set(key, validate);
     }
     return validate;
+  };
+}
+
+/**
+ * Node gives header names in lower case. Fastify lower-cases a headers schema itself only when
+ * the route keeps its default compiler; these routes bring their own, so declared names
+ * (If-Match) are lower-cased here (the route schemas' headers are flat objects).
+ */
+function lowerCaseHeaders(schema: object): object {
+  const { properties, required, ...rest } = schema as { properties?: object; required?: string[] };
+  return {
+    ...rest,
+    ...(properties
+      ? { properties: Object.fromEntries(Object.entries(properties).map(([k, v]) => [k.toLowerCase(), v])) }
+      : {}),
+    ...(required ? { required: required.map((k) => k.toLowerCase()) } : {}),
   };
 }
 

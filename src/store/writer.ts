@@ -15,6 +15,11 @@ export interface WriteRequest {
   id?: string | undefined;
   body?: unknown;
   ifMatch?: string | undefined;
+  /**
+   * The HTTP route's schema refused the body (src/api/objects.ts): answered where the body is
+   * judged, after the decision and the 404 that the spec orders before it.
+   */
+  refusal?: Error | undefined;
 }
 
 export interface WriteResult {

@@ -89,6 +89,7 @@ export class WritePath implements ObjectWriter {
   private async create(req: WriteRequest): Promise<WriteResult> {
     const { ctx } = this;
     await enforce(ctx, req.actor, `${req.type.kind}.create`, { kind: req.type.kind, id: req.id ?? '' });
+    if (req.refusal) throw req.refusal;
     let body = req.body ?? {};
     await this.judge(req, 'create', body);
     const set = await beforeObjectWrite(ctx, req.actor, req.type, undefined, body, undefined);
@@ -112,6 +113,7 @@ export class WritePath implements ObjectWriter {
 
   private async updateLoaded(req: WriteRequest, existing: StoredObject): Promise<WriteResult> {
     const { ctx } = this;
+    if (req.refusal) throw req.refusal;
     let body = req.op === 'patch' ? mergePatch(existing.doc, req.body ?? {}) : (req.body ?? {});
     await this.judge(req, 'update', body, existing);
     const etag = this.etagFor(req, existing);
