@@ -126,7 +126,6 @@ const GET_USERS_ID_REFERENCE_VIDEO: RouteSchema = {
     },
     '404': err('No such user, no video, or not the caller’s to see'),
   },
-  validatedBy: 'handler',
 };
 
 const PUT_USERS_ID_REFERENCE_VIDEO: RouteSchema = {
@@ -151,6 +150,8 @@ const PUT_USERS_ID_REFERENCE_VIDEO: RouteSchema = {
     '413': err(`Larger than ${VIDEO_LIMIT} bytes`),
     '415': err('Not video/webm, or the bytes are not WebM'),
   },
+  // handler: the body is a stream checked as it arrives; a missing X-Magic-Words is answered after
+  // the step-up (401) and the caller's right (403), which a required header would pre-empt.
   validatedBy: 'handler',
 };
 

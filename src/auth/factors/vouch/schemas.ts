@@ -42,6 +42,7 @@ export const POST_AUTH_VOUCH: RouteSchema = {
     '409': err('No reference video; nobody may vouch; too many pending requests'),
     '429': err('Too many requests (X-Next-Attempt)'),
   },
+  // handler: the user is named (400 No user named yet, 429 throttled) before the fields are read.
   validatedBy: 'handler',
 };
 
@@ -90,6 +91,7 @@ export const POST_AUTH_VOUCH_ID_VIDEO: RouteSchema = {
     '413': err(`Larger than ${VIDEO_LIMIT} bytes`),
     '415': err('Not video/webm, or the bytes are not WebM'),
   },
+  // handler: the body is a stream, checked as it arrives (size, WebM magic), not a parsed value.
   validatedBy: 'handler',
 };
 
@@ -109,7 +111,6 @@ export const POST_AUTH_VOUCH_ID_APPROVE: RouteSchema = {
     '404': err('No such request, or not a voucher of it'),
     '409': err('Not pending, no video yet, the video changed, or the requester’s session ended'),
   },
-  validatedBy: 'handler',
 };
 
 export const POST_AUTH_VOUCH_ID_DECLINE: RouteSchema = {
