@@ -52,6 +52,16 @@ export function totpCode(secret: string, steps = 0): string {
   });
 }
 
+/**
+ * Waits, when needed, until at least `ms` are left in the current 30 s step. A test that takes a
+ * code for a step relative to now (the previous one, say) and sends it a moment later fails when
+ * a step boundary falls in between, which a loaded machine makes likely enough to be seen.
+ */
+export async function clearOfStepBoundary(ms = 4_000): Promise<void> {
+  const left = 30_000 - (Date.now() % 30_000);
+  if (left < ms) await new Promise((r) => setTimeout(r, left + 50));
+}
+
 /** A TOTP code that is not valid now (outside the ±1 step window the service accepts). */
 export function wrongTotp(secret: string): string {
   const valid = new Set([-1, 0, 1].map((k) => totpCode(secret, k)));
