@@ -1,5 +1,5 @@
 import { Readable } from 'node:stream';
-import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Principal } from '../auth/principal.js';
 import { ApiError } from '../core/errors.js';
 import { NOT_AN_OPERATION, type RouteSchema } from '../core/routeschema.js';
@@ -14,7 +14,7 @@ import { etagMatches } from '../store/objects.js';
 import { type ServiceContext, writerOf } from '../store/service.js';
 import { setObjectHeaders, singleHeader } from './http.js';
 import { objectRouteSchemas } from './objectschemas.js';
-import { schemaRefusal } from './validation.js';
+import { heldBackRefusal } from './validation.js';
 
 type IdParams = { id: string };
 
@@ -81,15 +81,11 @@ function notAllowed(type: ObjectType, item: boolean): never {
 }
 
 /**
- * The route schema's refusal of a write request. Object writes are validated by their schemas
- * with the refusal held back (Fastify's attachValidation), because the spec orders other answers
- * first: 403 for a caller who may not write the type, 404 for a missing object, 428 for a missing
- * If-Match. The write path answers it where it judges the body (src/writes/path.ts).
+ * Route options of a write: its schema, validated with the refusal held back, because the spec
+ * orders other answers first: 403 for a caller who may not write the type, 404 for a missing
+ * object, 428 for a missing If-Match. The write path throws it where it judges the body
+ * (WriteRequest.refusal, src/writes/path.ts).
  */
-const schemaRefusalOf = (req: FastifyRequest) =>
-  req.validationError ? schemaRefusal(req.validationError as FastifyError) : undefined;
-
-/** Route options of a write: its schema, validated, the refusal held back (see schemaRefusalOf). */
 const writeRoute = (schema: RouteSchema) => ({ schema, attachValidation: true });
 
 /** JSON Merge Patch bodies (RFC 7396) are JSON. */
@@ -160,7 +156,7 @@ function objectHandlers(ctx: ServiceContext, type: ObjectType) {
       id,
       body: req.body,
       ifMatch,
-      refusal: schemaRefusalOf(req),
+      refusal: heldBackRefusal(req),
     });
     if (obj) setObjectHeaders(reply, type, obj);
     return reply.code(changed ? 204 : 304).send();
@@ -178,7 +174,7 @@ function objectHandlers(ctx: ServiceContext, type: ObjectType) {
       op: 'create',
       id,
       body: req.body,
-      refusal: schemaRefusalOf(req),
+      refusal: heldBackRefusal(req),
     });
     if (!obj) throw new ApiError('Internal', 'the write stored nothing');
     setObjectHeaders(reply, type, obj);
@@ -189,7 +185,7 @@ function objectHandlers(ctx: ServiceContext, type: ObjectType) {
 
   const remove = async (req: FastifyRequest, reply: FastifyReply, id: string) => {
     const ifMatch = await requireIfMatch(req, 'delete', id);
-    const refusal = schemaRefusalOf(req);
+    const refusal = heldBackRefusal(req);
     if (refusal) throw refusal;
     await writes.write({ actor: principalOf(req), type, op: 'delete', id, ifMatch });
     return reply.code(204).send();

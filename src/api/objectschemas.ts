@@ -1,6 +1,6 @@
 import { err, type Json, LIST_QUERY, pathParams, type RouteSchema, ref } from '../core/routeschema.js';
 import type { Field, FieldMap } from '../schema/fields.js';
-import type { ObjectType } from '../schema/type.js';
+import { bodyFields, type ObjectType } from '../schema/type.js';
 
 /**
  * The route schemas of the generic object API (src/api/objects.ts), derived from the object
@@ -66,7 +66,7 @@ export const propertiesOf = (fields: FieldMap): Json =>
 function writeSchemaOf(field: Field): Json {
   const doc = field.doc ? { description: field.doc } : {};
   if (field.readOnly) return { ...doc, readOnly: true };
-  if (field.kind === 'object') return { ...doc, ...writeBodySchema(field.fields), type: ['object', 'null'] };
+  if (field.kind === 'object') return { ...doc, ...writeBodySchema(field.fields) };
   const limits = (f: { maxLength?: number | undefined; enum?: readonly string[] | undefined }) => ({
     ...(f.maxLength !== undefined ? { maxLength: f.maxLength } : {}),
     ...(f.enum ? { enum: f.enum } : {}),
@@ -165,7 +165,7 @@ export function objectRouteSchemas(type: ObjectType, item: boolean): ObjectRoute
   const tags = [type.kind];
   const params = item ? { params: pathParams('id') } : {};
   // The body as the write path reads it (components.schemas.<Kind> describes the stored object).
-  const written = writeBodySchema(type.writeOnly ? { ...type.fields, ...type.writeOnly } : type.fields);
+  const written = writeBodySchema(bodyFields(type));
   const body = { required: true, content: { 'application/json': { schema: written } } };
   const ifMatch = { type: 'object', properties: { 'If-Match': { type: 'string' } }, required: ['If-Match'] };
   const stored = { description: 'Stored', headers: ETAG_HEADERS };

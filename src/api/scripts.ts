@@ -1,4 +1,4 @@
-import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError, ErrorCodes } from '../core/errors.js';
 import { NOT_AN_OPERATION, type RouteSchema, ref } from '../core/routeschema.js';
 import { Script } from '../objects/script.js';
@@ -8,7 +8,7 @@ import { scheduleScriptLogPruning } from '../scripts/logs.js';
 import { runTests, type TestCase } from '../scripts/testing.js';
 import type { ServiceContext } from '../store/service.js';
 import { writeBodySchema } from './objectschemas.js';
-import { schemaRefusal } from './validation.js';
+import { heldBackRefusal } from './validation.js';
 
 /**
  * Scripts over HTTP: POST /scripts/test (the user-write and group-membership hooks run inside the
@@ -42,7 +42,8 @@ async function testScript(req: FastifyRequest, reply: FastifyReply, ctx: Service
   if (!p) throw new ApiError('Unauthenticated', 'authentication required');
   if (!access(p, Script.kind, 'create'))
     throw new ApiError('Forbidden', 'your credentials may not run scripts');
-  if (req.validationError) throw schemaRefusal(req.validationError as FastifyError);
+  const refusal = heldBackRefusal(req);
+  if (refusal) throw refusal;
   const script = normalize(Script.fields, req.body ?? {}, undefined);
   const text = String(script.Tests ?? '').trim();
   const cases = (text === '' ? [] : JSON.parse(text)) as TestCase[];

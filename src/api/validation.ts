@@ -1,6 +1,6 @@
 import { Ajv, type ValidateFunction } from 'ajv';
 import formatsModule from 'ajv-formats';
-import type { FastifyError } from 'fastify';
+import type { FastifyError, FastifyRequest } from 'fastify';
 import { ApiError } from '../core/errors.js';
 
 interface SchemaProblem {
@@ -53,6 +53,14 @@ export function schemaRefusal(err: FastifyError): ApiError {
   const name = fieldName(path);
   return new ApiError('InvalidField', `${name} ${problem.message ?? 'is not valid'}`, { field: name });
 }
+
+/**
+ * The refusal of a route that validates with its refusal held back (Fastify's attachValidation),
+ * for its handler to throw where the spec puts the check: the object writes answer 403, 404 and
+ * 428 first (src/api/objects.ts), POST /scripts/test 403.
+ */
+export const heldBackRefusal = (req: FastifyRequest): ApiError | undefined =>
+  req.validationError ? schemaRefusal(req.validationError as FastifyError) : undefined;
 
 /**
  * One schema compiler per part of the request. Bodies are checked as sent: a JSON number is not

@@ -80,3 +80,7 @@ export interface ObjectType {
   /** Extra lookup keys (name → value) indexed for this object, derived from hidden state. */
   lookupKeys?: (doc: Doc, secret: Doc) => Record<string, string>;
 }
+
+/** The fields a client's body may carry: the type's fields and its write-only ones. */
+export const bodyFields = (type: ObjectType): FieldMap =>
+  type.writeOnly ? { ...type.fields, ...type.writeOnly } : type.fields;

@@ -1,7 +1,7 @@
 import type { Transaction } from 'kysely';
 import { ApiError } from '../core/errors.js';
 import { type Doc, normalize } from '../schema/fields.js';
-import type { Actor, ObjectType } from '../schema/type.js';
+import { type Actor, bodyFields, type ObjectType } from '../schema/type.js';
 import type { Database } from './db.js';
 
 /**
@@ -51,8 +51,7 @@ export async function prepare(
   secret: Doc,
   actor?: Actor,
 ) {
-  const writable = type.writeOnly ? { ...type.fields, ...type.writeOnly } : type.fields;
-  const doc = normalize(writable, input, previous);
+  const doc = normalize(bodyFields(type), input, previous);
   for (const name of Object.keys(type.writeOnly ?? {})) delete doc[name];
   const ctx = {
     doc,

@@ -3,7 +3,7 @@ import { enforce } from '../policy/decide.js';
 import { checkFieldRules, FIELD_RULES } from '../policy/grants.js';
 import { whileAdministratorsHeld } from '../policy/rules.js';
 import { type Doc, defaultOf, normalize, refuseFractionalSeconds } from '../schema/fields.js';
-import type { ObjectType } from '../schema/type.js';
+import { bodyFields, type ObjectType } from '../schema/type.js';
 import { etagMatches, type StoredObject } from '../store/objects.js';
 import type { ServiceContext } from '../store/service.js';
 import type { ObjectWriter, WriteRequest, WriteResult } from '../store/writer.js';
@@ -23,8 +23,6 @@ export function mergePatch(target: unknown, patch: unknown): unknown {
   return out;
 }
 
-const writableOf = (type: ObjectType) =>
-  type.writeOnly ? { ...type.fields, ...type.writeOnly } : type.fields;
 const defaultsOf = (type: ObjectType): Doc =>
   Object.fromEntries(Object.entries(type.fields).map(([k, f]) => [k, defaultOf(f)]));
 
@@ -69,8 +67,8 @@ export class WritePath implements ObjectWriter {
 
   /** The body as it would be stored (400 for a malformed one), for the rules to judge. */
   private proposed(type: ObjectType, body: unknown, previous: Doc | undefined): Doc {
-    refuseFractionalSeconds(writableOf(type), body);
-    return normalize(writableOf(type), body ?? {}, previous);
+    refuseFractionalSeconds(bodyFields(type), body);
+    return normalize(bodyFields(type), body ?? {}, previous);
   }
 
   private async judge(req: WriteRequest, op: 'create' | 'update', body: unknown, existing?: StoredObject) {
