@@ -60,8 +60,10 @@ function cookie(req: FastifyRequest, name: string, value: string, maxAge: number
 function append(reply: FastifyReply, value: string) {
   const prev = reply.getHeader('set-cookie');
   const list = prev === undefined ? [] : Array.isArray(prev) ? prev.map(String) : [String(prev)];
-  // Replace an earlier cookie of the same name set in this response.
+  // Replace an earlier cookie of the same name set in this response. Fastify's reply.header adds
+  // to a Set-Cookie already there rather than replacing it, so the old list is removed first.
   const name = value.slice(0, value.indexOf('='));
+  reply.removeHeader('set-cookie');
   reply.header('set-cookie', [...list.filter((c) => !c.startsWith(`${name}=`)), value]);
 }
 

@@ -34,6 +34,11 @@ describe.each(backends())('e-mail step on %s', (backend) => {
     expect(sc).toMatch(/SameSite=Lax/);
     expect(sc).not.toMatch(/Secure/);
     expect(cookies.find((c) => c.startsWith('gatehouse_device='))).toMatch(/Max-Age=34560000/);
+    // Each cookie once: a second Set-Cookie of the same name is at best noise, at worst a stale value.
+    expect(cookies.map((c) => c.slice(0, c.indexOf('='))).sort()).toEqual([
+      'gatehouse_device',
+      'gatehouse_session',
+    ]);
     const missing = await b.post('/auth/email', { email: 'nobody@example.com' });
     expect(missing.statusCode).toBe(400);
     expect(missing.headers['x-error-code']).toBe('Account Missing');
