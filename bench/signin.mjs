@@ -10,8 +10,10 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { detectTool } from './lib/load.mjs';
 import { machineInfo } from './lib/machine.mjs';
 import { startServer } from './lib/server.mjs';
+import { serverCpu, wrkSignIns } from './lib/signinload.mjs';
 import { SoftKey } from './lib/softkey.mjs';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -28,8 +30,11 @@ if (opt.help) {
   console.log(`node bench/signin.mjs [--duration <s>] [--connections <n>] [--no-build] [--json <file>]
 
 Builds dist/ (unless --no-build), starts \`gatehouse serve\` on a new SQLite database, creates a
-user with a password, then for <duration> seconds <connections> clients each repeat a full
-sign-in: POST /auth/email, then POST /auth/password with the session cookie (204 each).
+user with a password, then, after a warm-up of up to 3 s, for <duration> seconds <connections>
+clients each repeat a full sign-in: POST /auth/email, then POST /auth/password with the session
+cookie (204 each). The clients are wrk (a Lua scenario; Node's fetch where wrk is not installed).
+Around the sign-ins, the argon2id limit: verifications/s with <connections> at once, in process.
+Reports the server's CPU per sign-in (event loop, all threads) and the load generator's.
 Then, for as long again, each client repeats a passkey sign-in with a key of its own (a software
 authenticator): POST /auth/u2f/start, sign, POST /auth/u2f/finish (200).
 Reports sign-ins per second, latency percentiles, the argon2id parameters and cost, and for
@@ -81,6 +86,7 @@ const median = (xs) => {
   return a.length ? a[Math.floor(a.length / 2)] : NaN;
 };
 const round1 = (x) => Math.round(x * 10) / 10;
+const round2 = (x) => Math.round(x * 100) / 100;
 
 async function json(url, body, cookie, client) {
   const headers = { 'content-type': 'application/json', 'x-requested-with': 'bench' };
@@ -206,42 +212,105 @@ async function main() {
     if (set.status !== 204) throw new Error(`setting the password: ${set.status} ${await set.text()}`);
 
     const limitMs = Math.max(1000, Math.min(5000, DURATION_MS / 2));
+    const tool = detectTool();
+    // Warm-up, not counted: the first sign-ins also pay for V8 compiling the path (about a third
+    // more server CPU per sign-in over the first seconds), which a running service has long paid.
+    const warmUpS = Math.max(1, Math.min(3, DURATION_MS / 2000));
+    if (tool === 'wrk')
+      await wrkSignIns({
+        url: server.url,
+        email: 'bench@example.com',
+        password: PW,
+        clients: CONNECTIONS,
+        durationS: warmUpS,
+      });
+    else
+      await Promise.all(
+        Array.from({ length: CONNECTIONS }, async () => {
+          const end = Date.now() + warmUpS * 1000;
+          while (Date.now() < end) {
+            const client = nextClient();
+            const e = await form(
+              `${server.url}/auth/email`,
+              { email: 'bench@example.com' },
+              undefined,
+              client,
+            );
+            await form(`${server.url}/auth/password`, { password: PW }, cookieOf(e), client);
+          }
+        }),
+      );
     const limitBefore = await argon2Limit(argon2, h, PW, CONNECTIONS, limitMs);
-    const lat = [];
+    const cpuBefore = serverCpu(server.pid);
     let ok = 0;
     let failed = 0;
-    const statuses = {};
-    const end = Date.now() + DURATION_MS;
-    const worker = async () => {
-      while (Date.now() < end) {
-        const t = performance.now();
-        const client = nextClient();
-        const e = await form(`${server.url}/auth/email`, { email: 'bench@example.com' }, undefined, client);
-        const p =
-          e.status === 204
-            ? await form(`${server.url}/auth/password`, { password: PW }, cookieOf(e), client)
-            : e;
-        statuses[p.status] = (statuses[p.status] ?? 0) + 1;
-        if (p.status === 204) {
-          ok++;
-          lat.push(performance.now() - t);
-        } else failed++;
-      }
-    };
-    const started = performance.now();
-    await Promise.all(Array.from({ length: CONNECTIONS }, worker));
-    const seconds = (performance.now() - started) / 1000;
+    let seconds;
+    let latencyMs;
+    let loadCpuMs;
+    if (tool === 'wrk') {
+      // One request's latency (either step): wrk times requests, not pairs of them.
+      const r = await wrkSignIns({
+        url: server.url,
+        email: 'bench@example.com',
+        password: PW,
+        clients: CONNECTIONS,
+        durationS: DURATION_MS / 1000,
+      });
+      ({ ok, failed, seconds, loadCpuMs } = r);
+      failed += r.errors;
+      latencyMs = { of: 'one request (either step)', ...r.requestLatencyMs };
+    } else {
+      const lat = [];
+      const own = process.cpuUsage();
+      const end = Date.now() + DURATION_MS;
+      const worker = async () => {
+        while (Date.now() < end) {
+          const t = performance.now();
+          const client = nextClient();
+          const e = await form(`${server.url}/auth/email`, { email: 'bench@example.com' }, undefined, client);
+          const p =
+            e.status === 204
+              ? await form(`${server.url}/auth/password`, { password: PW }, cookieOf(e), client)
+              : e;
+          if (p.status === 204) {
+            ok++;
+            lat.push(performance.now() - t);
+          } else failed++;
+        }
+      };
+      const started = performance.now();
+      await Promise.all(Array.from({ length: CONNECTIONS }, worker));
+      seconds = (performance.now() - started) / 1000;
+      const used = process.cpuUsage(own);
+      loadCpuMs = (used.user + used.system) / 1000;
+      lat.sort((a, b) => a - b);
+      const pct = (p) =>
+        lat.length ? lat[Math.min(lat.length - 1, Math.floor((p / 100) * lat.length))] : NaN;
+      latencyMs = { of: 'one sign-in (both steps)', p50: pct(50), p90: pct(90), p99: pct(99) };
+    }
+    const cpuAfter = serverCpu(server.pid);
+    const perSignIn = (ms) => (ok > 0 && ms !== undefined && !Number.isNaN(ms) ? round2(ms / ok) : undefined);
     const limitAfter = await argon2Limit(argon2, h, PW, CONNECTIONS, limitMs);
-    lat.sort((a, b) => a - b);
-    const pct = (p) => (lat.length ? lat[Math.min(lat.length - 1, Math.floor((p / 100) * lat.length))] : NaN);
     const result = {
       signinsPerSecond: Math.round((ok / seconds) * 10) / 10,
       signins: ok,
       failed,
-      statuses,
       seconds: Math.round(seconds * 10) / 10,
       connections: CONNECTIONS,
-      latencyMs: { p50: Math.round(pct(50)), p90: Math.round(pct(90)), p99: Math.round(pct(99)) },
+      loadGenerator: tool === 'wrk' ? 'wrk' : 'fetch',
+      latencyMs: {
+        ...latencyMs,
+        p50: round1(latencyMs.p50),
+        p90: round1(latencyMs.p90),
+        p99: round1(latencyMs.p99),
+      },
+      // CPU per sign-in: the server's event loop, the server with its argon2id and V8 threads, and
+      // the load generator (all on the same cores: what the server does not get).
+      cpuMsPerSignIn: {
+        serverMainThread: perSignIn(cpuAfter.main - cpuBefore.main),
+        serverAllThreads: perSignIn(cpuAfter.all - cpuBefore.all),
+        loadGenerator: perSignIn(loadCpuMs),
+      },
       argon2id: { ...ARGON2_OPTIONS, verifyMedianMs: Math.round(verifyMs * 10) / 10 },
       argon2idLimitPerSecond: round1((limitBefore + limitAfter) / 2),
       argon2idLimitBeforeAfter: [round1(limitBefore), round1(limitAfter)],
@@ -308,7 +377,8 @@ async function main() {
 |---|---|
 | Sign-ins per second (e-mail + password, ${CONNECTIONS} clients, ${result.seconds} s) | ${result.signinsPerSecond} |
 | Sign-ins completed / failed | ${ok} / ${failed} |
-| Latency of one sign-in p50 / p90 / p99 | ${result.latencyMs.p50} / ${result.latencyMs.p90} / ${result.latencyMs.p99} ms |
+| Latency of ${result.latencyMs.of}, p50 / p90 / p99 | ${result.latencyMs.p50} / ${result.latencyMs.p90} / ${result.latencyMs.p99} ms |
+| CPU per sign-in: server event loop / server, all threads (argon2id included) / load generator (${result.loadGenerator}) | ${result.cpuMsPerSignIn.serverMainThread ?? '-'} / ${result.cpuMsPerSignIn.serverAllThreads ?? '-'} / ${result.cpuMsPerSignIn.loadGenerator ?? '-'} ms |
 | argon2id parameters | m=${ARGON2_OPTIONS.memoryCost} KiB, t=${ARGON2_OPTIONS.timeCost}, p=${ARGON2_OPTIONS.parallelism} |
 | One argon2id verification (median, idle) | ${result.argon2id.verifyMedianMs} ms |
 | The argon2id limit: verifications/s, ${CONNECTIONS} at once, just before / after the sign-ins | ${result.argon2idLimitPerSecond} (${result.argon2idLimitBeforeAfter.join(' / ')}) |
