@@ -184,11 +184,12 @@ export async function createServer(opts: ServerOptions): Promise<FastifyInstance
 
   // Form bodies (each endpoint that takes them adds its parser): the JSON parser checked JSON.
   // A streamed body (video/webm, read by its handler) is not fields: walking it would never end.
-  app.addHook('preValidation', async (req) => {
+  // A callback hook: it runs for every request and does no async work.
+  app.addHook('preValidation', (req, _reply, done) => {
     const body = req.body;
-    if (body === null || typeof body !== 'object' || isJson(req) || body instanceof Stream) return;
+    if (body === null || typeof body !== 'object' || isJson(req) || body instanceof Stream) return done();
     const at = unstorableAt(body);
-    if (at !== undefined) throw unstorableField(at === '' ? 'body' : at);
+    done(at === undefined ? undefined : unstorableField(at === '' ? 'body' : at));
   });
 
   app.setValidatorCompiler(requestValidators());
