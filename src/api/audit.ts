@@ -1,5 +1,5 @@
 import { Readable } from 'node:stream';
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AuditBatch, AuditEntry, auditEventsOf, listAudit } from '../audit/trail.js';
 import { err, type RouteSchema, ref } from '../core/routeschema.js';
 import { typeByPath } from '../objects/registry.js';
@@ -42,10 +42,15 @@ function agentApp(req: FastifyRequest, status: number): string {
 export function registerAuditRoutes(app: FastifyInstance, ctx: ServiceContext) {
   const trail = new AuditBatch(ctx.db, auditEventsOf(ctx));
   // Before the answer leaves (onSend): a client that got its answer finds the entry listed.
-  app.addHook('onSend', async (req, reply, payload) => {
-    const route = req.routeOptions.url;
+  // Most requests are reads that nobody refused: those pass on at once, without a promise; a
+  // recorded one answers once its entry is written (Fastify waits for the promise returned).
+  app.addHook('onSend', (req, reply, payload, done) => {
     // Writes, and every request the policy refused (reads too: a denial is worth a line).
-    if (!audited(req.method, route) && !req.refusedBy) return payload;
+    if (!audited(req.method, req.routeOptions.url) && !req.refusedBy) return done(null, payload);
+    return record(req, reply).then(() => payload);
+  });
+  const record = async (req: FastifyRequest, reply: FastifyReply) => {
+    const route = req.routeOptions.url;
     const p = req.principal;
     const agent = agentApp(req, reply.statusCode);
     const params = (req.params ?? {}) as Record<string, unknown>;
@@ -71,8 +76,7 @@ export function registerAuditRoutes(app: FastifyInstance, ctx: ServiceContext) {
     } catch (err) {
       req.log.error({ err }, 'the audit trail could not record a write');
     }
-    return payload;
-  });
+  };
 
   app.get<{ Querystring: RawListQuery }>('/audit', { schema: GET_AUDIT }, async (req, reply) => {
     await enforce(ctx, principalOf(req), 'Audit.read', { kind: 'Policy', id: '' });

@@ -53,13 +53,14 @@ export async function registerAuthRoutes(app: FastifyInstance, ctx: ServiceConte
   addFormParser(app);
 
   // A token rotated while authenticating (the session was boosted elsewhere) goes out here.
-  app.addHook('onSend', async (req: FastifyRequest, reply: FastifyReply, payload) => {
+  // A callback hook, not an async one: it does no async work, and a promise per request costs.
+  app.addHook('onSend', (req: FastifyRequest, reply: FastifyReply, payload, done) => {
     const token = pendingCookies.get(req);
     if (token) {
       pendingCookies.delete(req);
       setSessionCookie(req, reply, token);
     }
-    return payload;
+    done(null, payload);
   });
 
   // POST /auth (form intent): an AuthResponse, even when the session may not (yet) do anything.

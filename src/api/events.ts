@@ -30,12 +30,10 @@ export async function registerEventRoutes(app: FastifyInstance, ctx: ServiceCont
   app.addHook('onClose', async () => hub.close());
   // An upgrade refused before the handshake (401, 404...) leaves a socket that no longer speaks
   // HTTP: end it once the response is out, or a client could hold it open forever.
-  app.addHook('onResponse', async (req, reply) => {
-    if (reply.statusCode === 101 || !isUpgrade(req.headers)) return;
-    const socket = req.raw.socket;
-    if (!socket || socket.destroyed || typeof socket.end !== 'function') return;
-    socket.end();
-    setTimeout(() => socket.destroy(), 1000).unref();
+  // A callback hook: it runs for every request and does no async work.
+  app.addHook('onResponse', (req, reply, done) => {
+    if (reply.statusCode !== 101 && isUpgrade(req.headers)) endSocket(req.raw.socket);
+    done();
   });
   await app.register(fastifyWebsocket, {
     options: { maxPayload: MAX_MESSAGE_BYTES, perMessageDeflate: false },
@@ -83,6 +81,12 @@ export async function registerEventRoutes(app: FastifyInstance, ctx: ServiceCont
       await hub.accept(socket, principalOf(req), req);
     },
   });
+}
+
+function endSocket(socket: IncomingMessage['socket'] | undefined) {
+  if (!socket || socket.destroyed || typeof socket.end !== 'function') return;
+  socket.end();
+  setTimeout(() => socket.destroy(), 1000).unref();
 }
 
 const isUpgrade = (h: Record<string, string | string[] | undefined>) =>

@@ -24,6 +24,7 @@ import { type ServiceContext, ServiceState } from '../store/service.js';
 import { databaseDown, databaseUnavailable } from '../store/unavailable.js';
 import { errorPage, sendHtml, wantsHtml } from '../web/errorpage.js';
 import { WritePath } from '../writes/path.js';
+import { requestLogger } from './requestlogger.js';
 import { registrars } from './routes.js';
 import { requestValidators, schemaRefusal } from './validation.js';
 
@@ -76,10 +77,15 @@ const FASTIFY_ERRORS: Record<string, ErrorKind> = {
   FST_ERR_CTP_INVALID_CONTENT_LENGTH: 'BadRequest',
 };
 
+/** Pino's loggers answer whether a level is written; a logger without the method is asked to write. */
+type LevelCheck = FastifyBaseLogger & { isLevelEnabled?: (level: string) => boolean };
+
 /** One log line per request, when it completes, with the request id and no secrets. */
 class RequestLog extends LogController {
   override incomingRequest() {}
   override requestCompleted(_err: Error | null | undefined, req: FastifyRequest, reply: FastifyReply) {
+    // Below the configured level (warn, say) the line is dropped: do not build it.
+    if ((req.log as LevelCheck).isLevelEnabled?.('info') === false) return;
     req.log.info(
       {
         method: req.method,
@@ -120,6 +126,7 @@ export async function createServer(opts: ServerOptions): Promise<FastifyInstance
     ...(https ? { https } : {}),
     loggerInstance: opts.logger as FastifyBaseLogger,
     logController: new RequestLog(),
+    childLoggerFactory: requestLogger,
     bodyLimit: BODY_LIMIT,
     // Every wait has a bound: Fastify's defaults (0) let a body that never finishes hold its
     // connection for good. Websocket streams clear the idle timer when they take the socket.
@@ -184,11 +191,12 @@ export async function createServer(opts: ServerOptions): Promise<FastifyInstance
 
   // Form bodies (each endpoint that takes them adds its parser): the JSON parser checked JSON.
   // A streamed body (video/webm, read by its handler) is not fields: walking it would never end.
-  app.addHook('preValidation', async (req) => {
+  // A callback hook: it runs for every request and does no async work.
+  app.addHook('preValidation', (req, _reply, done) => {
     const body = req.body;
-    if (body === null || typeof body !== 'object' || isJson(req) || body instanceof Stream) return;
+    if (body === null || typeof body !== 'object' || isJson(req) || body instanceof Stream) return done();
     const at = unstorableAt(body);
-    if (at !== undefined) throw unstorableField(at === '' ? 'body' : at);
+    done(at === undefined ? undefined : unstorableField(at === '' ? 'body' : at));
   });
 
   app.setValidatorCompiler(requestValidators());
