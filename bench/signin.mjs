@@ -175,10 +175,11 @@ async function argon2Rate(argon2, hash, password, concurrency, ms) {
 
 /**
  * The argon2id limit of this machine, now: the better of verifications per second with one per
- * CPU at once (as the service runs them: src/core/hashing.ts) and with one per client at once.
- * More at once than CPUs costs more CPU each, so the limit is not simply the most at once.
- * Measured beside the sign-ins (just before and just after), so a machine shared with others
- * loads both alike. Returns { best, perCpu, perClient }.
+ * CPU at once and with one per client at once (as many as the service may run at once: one per
+ * sign-in in flight, on libuv's pool). Which is better depends on the machine and its load (on
+ * an idle 2-CPU machine 4 at once kept both CPUs busier than 2). Measured beside the sign-ins
+ * (just before and just after), so a machine shared with others loads both alike.
+ * Returns { best, perCpu, perClient }.
  */
 async function argon2Limit(argon2, hash, password, clients, ms) {
   const cpus = availableParallelism();
