@@ -230,28 +230,27 @@ async function main() {
     // Warm-up, not counted: the first sign-ins also pay for V8 compiling the path (about a third
     // more server CPU per sign-in over the first seconds), which a running service has long paid.
     const warmUpS = Math.max(1, Math.min(3, DURATION_MS / 2000));
-    if (tool === 'wrk')
-      await wrkSignIns({
+    // One sign-in by fetch: the e-mail step, then the password with its cookie; the last answer.
+    const fetchSignIn = async () => {
+      const client = nextClient();
+      const e = await form(`${server.url}/auth/email`, { email: 'bench@example.com' }, undefined, client);
+      if (e.status !== 204) return e;
+      return form(`${server.url}/auth/password`, { password: PW }, cookieOf(e), client);
+    };
+    const wrkFor = (durationS) =>
+      wrkSignIns({
         url: server.url,
         email: 'bench@example.com',
         password: PW,
         clients: CONNECTIONS,
-        durationS: warmUpS,
+        durationS,
       });
+    if (tool === 'wrk') await wrkFor(warmUpS);
     else
       await Promise.all(
         Array.from({ length: CONNECTIONS }, async () => {
           const end = Date.now() + warmUpS * 1000;
-          while (Date.now() < end) {
-            const client = nextClient();
-            const e = await form(
-              `${server.url}/auth/email`,
-              { email: 'bench@example.com' },
-              undefined,
-              client,
-            );
-            await form(`${server.url}/auth/password`, { password: PW }, cookieOf(e), client);
-          }
+          while (Date.now() < end) await fetchSignIn();
         }),
       );
     const limitBefore = await argon2Limit(argon2, h, PW, CONNECTIONS, limitMs);
@@ -263,13 +262,7 @@ async function main() {
     let loadCpuMs;
     if (tool === 'wrk') {
       // One request's latency (either step): wrk times requests, not pairs of them.
-      const r = await wrkSignIns({
-        url: server.url,
-        email: 'bench@example.com',
-        password: PW,
-        clients: CONNECTIONS,
-        durationS: DURATION_MS / 1000,
-      });
+      const r = await wrkFor(DURATION_MS / 1000);
       ({ ok, failed, seconds, loadCpuMs } = r);
       failed += r.errors;
       latencyMs = { of: 'one request (either step)', ...r.requestLatencyMs };
@@ -280,12 +273,7 @@ async function main() {
       const worker = async () => {
         while (Date.now() < end) {
           const t = performance.now();
-          const client = nextClient();
-          const e = await form(`${server.url}/auth/email`, { email: 'bench@example.com' }, undefined, client);
-          const p =
-            e.status === 204
-              ? await form(`${server.url}/auth/password`, { password: PW }, cookieOf(e), client)
-              : e;
+          const p = await fetchSignIn();
           if (p.status === 204) {
             ok++;
             lat.push(performance.now() - t);

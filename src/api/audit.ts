@@ -46,11 +46,11 @@ export function registerAuditRoutes(app: FastifyInstance, ctx: ServiceContext) {
   // recorded one answers once its entry is written (Fastify waits for the promise returned).
   app.addHook('onSend', (req, reply, payload, done) => {
     // Writes, and every request the policy refused (reads too: a denial is worth a line).
-    if (!audited(req.method, req.routeOptions.url) && !req.refusedBy) return done(null, payload);
-    return record(req, reply).then(() => payload);
-  });
-  const record = async (req: FastifyRequest, reply: FastifyReply) => {
     const route = req.routeOptions.url;
+    if (!audited(req.method, route) && !req.refusedBy) return done(null, payload);
+    return record(req, reply, route).then(() => payload);
+  });
+  const record = async (req: FastifyRequest, reply: FastifyReply, route: string | undefined) => {
     const p = req.principal;
     const agent = agentApp(req, reply.statusCode);
     const params = (req.params ?? {}) as Record<string, unknown>;

@@ -67,8 +67,9 @@ export class WritePath implements ObjectWriter {
 
   /** The body as it would be stored (400 for a malformed one), for the rules to judge. */
   private proposed(type: ObjectType, body: unknown, previous: Doc | undefined): Doc {
-    refuseFractionalSeconds(bodyFields(type), body);
-    return normalize(bodyFields(type), body ?? {}, previous);
+    const fields = bodyFields(type);
+    refuseFractionalSeconds(fields, body);
+    return normalize(fields, body ?? {}, previous);
   }
 
   private async judge(req: WriteRequest, op: 'create' | 'update', body: unknown, existing?: StoredObject) {
