@@ -87,6 +87,9 @@ const median = (xs) => {
   return a.length ? a[Math.floor(a.length / 2)] : NaN;
 };
 const round1 = (x) => Math.round(x * 10) / 10;
+/** The p-th percentile of ascending `sorted`; NaN when it is empty. */
+const percentile = (sorted, p) =>
+  sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] : NaN;
 const round2 = (x) => Math.round(x * 100) / 100;
 
 async function json(url, body, cookie, client) {
@@ -286,8 +289,7 @@ async function main() {
       const used = process.cpuUsage(own);
       loadCpuMs = (used.user + used.system) / 1000;
       lat.sort((a, b) => a - b);
-      const pct = (p) =>
-        lat.length ? lat[Math.min(lat.length - 1, Math.floor((p / 100) * lat.length))] : NaN;
+      const pct = (p) => percentile(lat, p);
       latencyMs = { of: 'one sign-in (both steps)', p50: pct(50), p90: pct(90), p99: pct(99) };
     }
     const cpuAfter = serverCpu(server.pid);
@@ -359,8 +361,7 @@ async function main() {
     await Promise.all(keys.map(pkWorker));
     const pkSeconds = (performance.now() - pkStarted) / 1000;
     pk.lat.sort((a, b) => a - b);
-    const pkPct = (p) =>
-      pk.lat.length ? pk.lat[Math.min(pk.lat.length - 1, Math.floor((p / 100) * pk.lat.length))] : NaN;
+    const pkPct = (p) => percentile(pk.lat, p);
     result.passkey = {
       signinsPerSecond: round1(pk.ok / pkSeconds),
       signins: pk.ok,
