@@ -3,6 +3,7 @@ import { dirname } from 'node:path';
 import SQLite from 'better-sqlite3';
 import { type Generated, Kysely, PostgresDialect, type SqliteDatabase, SqliteDialect, sql } from 'kysely';
 import pg from 'pg';
+import { namePreparedStatements, StatementNames } from './pgstatements.js';
 
 export interface ObjectsTable {
   type: string;
@@ -164,8 +165,10 @@ export function openDb(
     // that would crash the process. The pool discards an idle one and opens another on next use; a
     // checked-out one fails its query (the request answers 503) and is discarded on release, since
     // it is no longer queryable.
+    const names = new StatementNames();
     pool.on('connect', (client) => {
       client.on('error', (err) => opts.onConnectionError?.(err));
+      namePreparedStatements(client, names);
       dropOnTimeout(client);
     });
     // The pool repeats an idle client's error as its own; the client's listener has logged it.

@@ -1,0 +1,84 @@
+import type pg from 'pg';
+
+/**
+ * Named (prepared) statements on PostgreSQL. node-postgres sends an unnamed statement by default,
+ * which the server parses, analyses and plans on every run: for the write path's one statement
+ * that was two fifths of PostgreSQL's CPU per write (docs/benchmarks.md, "Prepared statements").
+ * A named statement is parsed once per connection, and after five runs the server may keep a
+ * generic plan as well.
+ *
+ * - Only statements run with parameters are named (Kysely's, the write path's). BEGIN, COMMIT and
+ *   other texts without parameters run as before.
+ * - At most MAX_NAMED distinct texts per pool are named; later ones run unnamed. List filters make
+ *   SQL texts vary with the request, and each named one stays in every connection's memory on
+ *   the server until the connection closes, so the bound keeps that memory bounded.
+ * - A connection pooler between the service and PostgreSQL must keep prepared statements per
+ *   client (session pooling, or PgBouncer 1.21 or later with max_prepared_statements): see
+ *   docs/scaling.md.
+ */
+
+/** Distinct SQL texts named per pool; more run unnamed. */
+export const MAX_NAMED = 500;
+
+/**
+ * PostgreSQL refuses to run a prepared statement whose result columns changed since it was
+ * prepared (a migration added a column under `SELECT *` while this process ran): SQLSTATE 0A000
+ * with these words. The statement stays broken on that connection, so the connection is closed.
+ */
+const RESULT_TYPE_CHANGED = 'cached plan must not change result type';
+
+/** The names given to SQL texts, per pool: the same text gets the same name on every connection. */
+export class StatementNames {
+  private readonly names = new Map<string, string>();
+
+  constructor(private readonly max = MAX_NAMED) {}
+
+  /** The name for `text`, or undefined when the bound is reached and `text` has none yet. */
+  nameOf(text: string): string | undefined {
+    let name = this.names.get(text);
+    if (name === undefined && this.names.size < this.max) {
+      name = `gatehouse_${this.names.size}`;
+      this.names.set(text, name);
+    }
+    return name;
+  }
+
+  get size() {
+    return this.names.size;
+  }
+}
+
+/**
+ * Makes `client.query(text, values)` run a named statement. Other call forms (a config object, a
+ * cursor, a text without values) pass through unchanged.
+ */
+export function namePreparedStatements(client: pg.Client, names: StatementNames) {
+  const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+  (client as { query: unknown }).query = (...args: unknown[]) => {
+    // (text, values) from Kysely and the write path; (text, values, callback) from pool.query.
+    const [text, values, callback] = args;
+    const plain =
+      typeof text === 'string' &&
+      Array.isArray(values) &&
+      (args.length === 2 || (args.length === 3 && typeof callback === 'function'));
+    const name = plain ? names.nameOf(text) : undefined;
+    if (name === undefined) return query(...args);
+    if (typeof callback === 'function')
+      return query({ name, text, values }, (err: unknown, res: unknown) => {
+        if (resultTypeChanged(err)) closeConnection(client);
+        (callback as (e: unknown, r: unknown) => void)(err, res);
+      });
+    const result = query({ name, text, values });
+    if (result instanceof Promise)
+      result.catch((err: unknown) => {
+        if (resultTypeChanged(err)) closeConnection(client);
+      });
+    return result;
+  };
+}
+
+const resultTypeChanged = (err: unknown) => err instanceof Error && err.message.includes(RESULT_TYPE_CHANGED);
+
+/** Closes the socket: the statement in hand fails, and the pool discards the connection on release. */
+const closeConnection = (client: pg.Client) =>
+  (client as unknown as { connection: { stream: { destroy(): void } } }).connection.stream.destroy();
