@@ -140,6 +140,8 @@ export async function startService(
     url,
     async close() {
       await app.close(); // stops the background jobs (src/api/server.ts)
+      // The other instances hear of the last writes before the connections go.
+      await store.notifier?.settled();
       await db.close();
     },
   };

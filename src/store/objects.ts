@@ -12,7 +12,14 @@ import type { Actor, ObjectType } from '../schema/type.js';
 import type { Database, Db } from './db.js';
 import { type ListPage, type ListQuery, listObjects } from './listquery.js';
 import { NamedLocks } from './locks.js';
-import { keyTaken, lostRace, type PendingChange, pgWrite, WRITE_ATTEMPTS } from './pgwrite.js';
+import {
+  CommitNotifier,
+  keyTaken,
+  lostRace,
+  type PendingChange,
+  pgWrite,
+  WRITE_ATTEMPTS,
+} from './pgwrite.js';
 import { allWritable, checkRefs, keysOf, prepare, writeKeys } from './typerules.js';
 
 export type { ListPage } from './listquery.js';
@@ -74,12 +81,16 @@ export class ObjectStore {
   /** The payload of this store's change notifications (PostgreSQL): its tailer ignores its own. */
   readonly notifyTag = randomUUID();
 
+  /** PostgreSQL: tells the other instances of this store's commits (pgwrite.ts). */
+  readonly notifier: CommitNotifier | undefined;
+
   /** Named locks for decisions that must not be made twice at once (locks.ts). */
   readonly locks: NamedLocks;
 
   constructor(readonly db: Db) {
     this.commits.setMaxListeners(0);
     this.locks = new NamedLocks(db);
+    this.notifier = db.pool ? new CommitNotifier(db.pool, this.notifyTag) : undefined;
   }
 
   private get k() {
@@ -401,7 +412,8 @@ export class ObjectStore {
     };
     let result: T;
     if (this.concurrent) {
-      result = await pgWrite(this.db, this.notifyTag, async (tx) => ({ result: await run(tx), changes }));
+      result = await pgWrite(this.db, async (tx) => ({ result: await run(tx), changes }));
+      if (changes.length > 0) this.notifier?.committed(changes);
     } else {
       result = await this.k.transaction().execute(async (tx) => {
         const r = await run(tx);

@@ -19,9 +19,11 @@ import { databaseUnavailable } from './unavailable.js';
  *   released by COMMIT itself): sequence numbers are drawn under it, so they commit in the order
  *   they are drawn, and a reader that sees sequence number n has already seen every one below n.
  *   The lock is held for one statement and the COMMIT, not for the transaction.
- * - The same statement NOTIFYs the other instances' tailers and returns the transaction's id
- *   (`pg_current_xact_id()`): when the connection is lost during COMMIT the outcome is asked
- *   on a fresh connection (`pg_xact_status`), so a write that committed is answered as done.
+ * - The same statement returns the transaction's id (`pg_current_xact_id()`): when the
+ *   connection is lost during COMMIT the outcome is asked on a fresh connection
+ *   (`pg_xact_status`), so a write that committed is answered as done.
+ * - The other instances hear of the write after it committed, from CommitNotifier: a NOTIFY inside
+ *   the transaction would make every write of every instance commit one at a time.
  */
 
 /** Taken only around the change-log append at the end of a write transaction. */
@@ -50,21 +52,14 @@ export interface PendingChange {
 type Tx = Transaction<Database>;
 
 /**
- * Appends the transaction's changes in order under ORDER_LOCK and NOTIFYs, in one round trip.
- * Returns the transaction id (text of an xid8). The lock is in the rows' source, so it is held
- * before the first sequence number is drawn; ORDER BY keeps the transaction's own order. The
- * objects rows the changes carry (`object`) are inserted or updated by the same statement; the
- * rows updated were locked FOR UPDATE when the transaction read them. The notification carries
- * `writer` (the store's NOTIFY tag), so an instance's own tailer can tell its own commits
- * (already announced in-process) from other instances'.
+ * Appends the transaction's changes in order under ORDER_LOCK, in one round trip. Returns the
+ * transaction id (text of an xid8). The lock is in the rows' source, so it is held before the
+ * first sequence number is drawn; ORDER BY keeps the transaction's own order. The objects rows
+ * the changes carry (`object`) are inserted or updated by the same statement; the rows updated
+ * were locked FOR UPDATE when the transaction read them.
  */
-export async function appendChanges(
-  tx: Tx,
-  changes: readonly PendingChange[],
-  writer: string,
-): Promise<string> {
+export async function appendChanges(tx: Tx, changes: readonly PendingChange[]): Promise<string> {
   const col = <T>(f: (c: PendingChange) => T) => changes.map(f);
-  const notice = changeNotice(writer, changes);
   const result = await sql<{ xid: string; inserted: string; replaced: string }>`
     WITH w AS (
       SELECT * FROM unnest(${col((c) => c.type)}::text[], ${col((c) => c.id)}::text[],
@@ -90,7 +85,7 @@ export async function appendChanges(
       ORDER BY w.n
       RETURNING seq
     )
-    SELECT pg_notify(${CHANGES_CHANNEL}, ${notice}), pg_current_xact_id()::text AS xid,
+    SELECT pg_current_xact_id()::text AS xid,
       (SELECT count(*) FROM inserted) AS inserted, (SELECT count(*) FROM replaced) AS replaced,
       (SELECT count(*) FROM appended) AS appended`.execute(tx);
   const row = result.rows[0];
@@ -102,15 +97,64 @@ export async function appendChanges(
 }
 
 /**
- * The payload of a change notification: the writing store's tag, and the kinds whose objects the
- * transaction updated or deleted ("u") and created ("c"), so that another instance's caches drop
- * only what a write can have made stale (src/auth/keycache.ts, src/scripts/runner.ts).
+ * Announces committed writes to the other instances: a NOTIFY on CHANGES_CHANNEL, sent after
+ * COMMIT on a connection of its own. PostgreSQL serializes every committing transaction that sent
+ * a NOTIFY, from before its commit record to its end, WAL flush included, so a NOTIFY inside the
+ * write made the writes of every instance commit one at a time (docs/benchmarks.md, "Commits
+ * side by side").
+ *
+ * One NOTIFY is in flight per store at a time. Writes that commit meanwhile are announced together
+ * by the next one, with the kinds they updated or deleted and the kinds they created merged: under
+ * load the other instances are woken once per round trip rather than once per write, and nothing
+ * waits when there is no load. The payload names the writing store (`writer`), so an instance's
+ * own tailer can tell its own commits (already announced in-process) from other instances'.
+ *
+ * A NOTIFY that fails (the database went away right after the commit) is not repeated: the next
+ * write's announces the kinds it would have named, and until then the other instances' tailers
+ * find the change by their poll and their caches drop it by age (src/auth/keycache.ts).
  */
-export function changeNotice(writer: string, changes: readonly PendingChange[]): string {
-  const u = new Set<string>();
-  const c = new Set<string>();
-  for (const ch of changes) (ch.object === 'insert' ? c : u).add(ch.type);
-  return JSON.stringify({ w: writer, u: [...u], c: [...c] });
+export class CommitNotifier {
+  private updated = new Set<string>();
+  private created = new Set<string>();
+  private due = false;
+  private sending: Promise<void> | undefined;
+
+  constructor(
+    private readonly pool: pg.Pool,
+    private readonly writer: string,
+  ) {}
+
+  /** A write committed with these changes. */
+  committed(changes: readonly PendingChange[]) {
+    for (const ch of changes) (ch.object === 'insert' ? this.created : this.updated).add(ch.type);
+    this.due = true;
+    this.sending ??= this.send();
+  }
+
+  /** Resolves once every write committed so far has been announced (or its NOTIFY failed). */
+  async settled(): Promise<void> {
+    while (this.sending) await this.sending;
+  }
+
+  private async send() {
+    while (this.due) {
+      const updated = this.updated;
+      const created = this.created;
+      this.updated = new Set();
+      this.created = new Set();
+      this.due = false;
+      const payload = JSON.stringify({ w: this.writer, u: [...updated], c: [...created] });
+      try {
+        await this.pool.query('SELECT pg_notify($1, $2)', [CHANGES_CHANNEL, payload]);
+      } catch {
+        // Named again by the next write's notification.
+        for (const k of updated) this.updated.add(k);
+        for (const k of created) this.created.add(k);
+        break;
+      }
+    }
+    this.sending = undefined;
+  }
 }
 
 /** A change notification read back: undefined when it is not one of ours (then: drop everything). */
@@ -169,7 +213,6 @@ export async function transactionCommitted(db: Db, xid: string): Promise<boolean
  */
 export async function pgWrite<T>(
   db: Db,
-  writer: string,
   fn: (tx: Tx) => Promise<{ result: T; changes: readonly PendingChange[] }>,
 ): Promise<T> {
   const pool = db.pool as pg.Pool;
@@ -199,7 +242,7 @@ export async function pgWrite<T>(
     if (!begun) {
       lone = true;
       try {
-        await appendChanges(tx, changes, writer);
+        await appendChanges(tx, changes);
       } catch (err) {
         if (!databaseUnavailable(err)) throw err;
         broken = err;
@@ -214,7 +257,7 @@ export async function pgWrite<T>(
       }
       return result;
     }
-    const xid = await appendChanges(tx, changes, writer);
+    const xid = await appendChanges(tx, changes);
     try {
       await client.query('COMMIT');
     } catch (err) {

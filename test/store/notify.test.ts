@@ -1,0 +1,141 @@
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Group } from '../../src/objects/group.js';
+import { type Db, openDb } from '../../src/store/db.js';
+import { migrate } from '../../src/store/migrations.js';
+import { ObjectStore } from '../../src/store/objects.js';
+import { CHANGES_CHANNEL, CommitNotifier, readChangeNotice } from '../../src/store/pgwrite.js';
+import { backends } from '../helpers.js';
+import { createPgDatabase } from '../pg.js';
+
+/*
+ * Other instances hear of a write from a NOTIFY sent after its COMMIT (src/store/pgwrite.ts,
+ * CommitNotifier), never from inside the write's transaction, where PostgreSQL would make every
+ * notifying commit of every instance wait for the one before it.
+ */
+
+interface Heard {
+  writer: string;
+  updated: Set<string>;
+  created: Set<string>;
+  /** Whether every group named in `expect` was readable when the notification arrived. */
+  found?: boolean;
+}
+
+describe.skipIf(!backends().includes('postgres'))('commit notifications on PostgreSQL', () => {
+  let url = '';
+  let drop: () => Promise<void>;
+  let db: Db;
+  let store: ObjectStore;
+  let listener: pg.Client;
+  let reader: pg.Client;
+  const heard: Heard[] = [];
+  /** Group IDs that must be committed by the time a notification from `store` arrives. */
+  let mustExist: string[] = [];
+  let checks: Promise<void>[] = [];
+
+  beforeAll(async () => {
+    ({ url, drop } = await createPgDatabase('gh_notify'));
+    db = openDb(url);
+    await migrate(db);
+    store = new ObjectStore(db);
+    reader = new pg.Client({ connectionString: url });
+    await reader.connect();
+    listener = new pg.Client({ connectionString: url });
+    await listener.connect();
+    listener.on('notification', (msg) => {
+      const notice = readChangeNotice(msg.payload ?? '');
+      if (!notice || notice.writer !== store.notifyTag) return;
+      const h: Heard = { ...notice };
+      heard.push(h);
+      const ids = [...mustExist];
+      checks.push(
+        reader.query('SELECT count(*)::int AS n FROM objects WHERE id = ANY($1)', [ids]).then((r) => {
+          h.found = r.rows[0].n === ids.length;
+        }),
+      );
+    });
+    await listener.query(`LISTEN ${CHANGES_CHANNEL}`);
+  });
+  afterAll(async () => {
+    await listener?.end();
+    await reader?.end();
+    await db?.close();
+    await drop?.();
+  });
+
+  async function waitHeard(n: number) {
+    const until = Date.now() + 5000;
+    while (heard.length < n && Date.now() < until) await new Promise((r) => setTimeout(r, 10));
+  }
+
+  it('announces a write once it is committed: what it wrote is readable when the notification arrives', async () => {
+    heard.length = 0;
+    checks = [];
+    const { obj } = await store.create(Group, { Name: 'notify-one' });
+    mustExist = [obj.id];
+    await store.notifier?.settled();
+    await waitHeard(1);
+    await Promise.all(checks);
+    expect(heard).toHaveLength(1);
+    expect(heard[0]?.created).toEqual(new Set([Group.kind]));
+    expect(heard[0]?.updated).toEqual(new Set());
+    expect(heard[0]?.found).toBe(true);
+  });
+
+  it('writes that commit while a notification is on its way are announced together, their kinds merged', async () => {
+    const { obj: g } = await store.create(Group, { Name: 'notify-updated' });
+    await store.notifier?.settled();
+    await waitHeard(heard.length + 1);
+    heard.length = 0;
+    checks = [];
+    mustExist = [];
+    const writes = 40;
+    const created = await Promise.all(
+      Array.from({ length: writes }, async (_, i) => {
+        if (i === writes - 1) {
+          await store.update(Group, g.id, { Name: 'notify-updated-2' }, '*');
+          return g.id;
+        }
+        const { obj } = await store.create(Group, { Name: `notify-many-${i}` });
+        return obj.id;
+      }),
+    );
+    mustExist = created;
+    await store.notifier?.settled();
+    // The last notification is sent after the last commit: it finds every write.
+    const before = heard.length;
+    await waitHeard(before + 1);
+    await new Promise((r) => setTimeout(r, 100));
+    await Promise.all(checks);
+    expect(heard.length).toBeGreaterThan(0);
+    expect(heard.length).toBeLessThan(writes);
+    const all = (k: 'created' | 'updated') => new Set(heard.flatMap((h) => [...h[k]]));
+    expect(all('created')).toEqual(new Set([Group.kind]));
+    expect(all('updated')).toEqual(new Set([Group.kind]));
+    expect(heard[heard.length - 1]?.found).toBe(true);
+  });
+
+  it('a notification that cannot be sent leaves the notifier working: the next write is announced, with what the lost one named', async () => {
+    const sent: string[] = [];
+    let fail = true;
+    const pool = {
+      query: async (_text: string, values: unknown[]) => {
+        if (fail) {
+          fail = false;
+          throw new Error('Connection terminated unexpectedly');
+        }
+        sent.push(String(values[1]));
+      },
+    };
+    const notifier = new CommitNotifier(pool as unknown as pg.Pool, 'w1');
+    notifier.committed([{ type: 'User', id: 'a', data: null, etag: '"e"', time: 0 }]);
+    await notifier.settled();
+    expect(sent).toEqual([]);
+    notifier.committed([{ type: 'Group', id: 'b', data: '{}', etag: '"f"', time: 0, object: 'insert' }]);
+    await notifier.settled();
+    expect(sent.map((p) => readChangeNotice(p))).toEqual([
+      { writer: 'w1', updated: new Set(['User']), created: new Set(['Group']) },
+    ]);
+  });
+});
