@@ -157,25 +157,50 @@ export class AuditBatch {
 export const listAudit = (db: Db, q: ListQuery): Promise<ListPage> =>
   listObjects(db, AuditEntry, q, 'audit_trail');
 
-/** Entries after sequence number `seq`, oldest first (for the event stream); and the newest seq. */
-export async function auditAfter(
-  db: Db,
-  seq: number,
-  limit = 1000,
-): Promise<{ seq: number; id: string; data: string }[]> {
-  const r = await sql<{
-    seq: number | string;
-    id: string;
-    data: string;
-  }>`SELECT seq, id, data FROM audit_trail WHERE seq > ${seq} ORDER BY seq LIMIT ${limit}`.execute(db.kysely);
-  return r.rows.map((x) => ({ ...x, seq: Number(x.seq) }));
+/**
+ * Where an audit stream has read up to. On PostgreSQL entries are inserted by concurrent
+ * transactions (each instance's batches, and single entries beside them), whose sequence numbers
+ * can commit out of order: a reader that moved past sequence number n while the transaction
+ * holding n - 1 was still open would never see that entry. So the stream reads in the order of
+ * (transaction id, sequence number), and only entries of transactions older than every one still
+ * running (`pg_snapshot_xmin`): nothing can appear behind its position any more. On SQLite, with
+ * one writer, the sequence number alone (tx is '0').
+ */
+export interface AuditPosition {
+  tx: string;
+  seq: number;
 }
 
-export async function lastAuditSeq(db: Db): Promise<number> {
-  const r = await sql<{ seq: number | string | null }>`SELECT max(seq) AS seq FROM audit_trail`.execute(
-    db.kysely,
-  );
-  return Number(r.rows[0]?.seq ?? 0);
+type AuditRow = { tx: string | null; seq: number | string; id: string; data: string };
+
+/** Entries after `from`, oldest first (the event stream). */
+export async function auditAfter(
+  db: Db,
+  from: AuditPosition,
+  limit = 1000,
+): Promise<{ at: AuditPosition; id: string; data: string }[]> {
+  const r =
+    db.dialect === 'postgres'
+      ? await sql<AuditRow>`SELECT tx::text AS tx, seq, id, data FROM audit_trail
+          WHERE (tx, seq) > (${from.tx}::xid8, ${from.seq}) AND tx < pg_snapshot_xmin(pg_current_snapshot())
+          ORDER BY tx, seq LIMIT ${limit}`.execute(db.kysely)
+      : await sql<AuditRow>`SELECT NULL AS tx, seq, id, data FROM audit_trail WHERE seq > ${from.seq}
+          ORDER BY seq LIMIT ${limit}`.execute(db.kysely);
+  return r.rows.map((x) => ({ at: { tx: x.tx ?? '0', seq: Number(x.seq) }, id: x.id, data: x.data }));
+}
+
+/** The position just before the newest `back` entries that a stream may read now. */
+export async function auditStart(db: Db, back: number): Promise<AuditPosition> {
+  const r =
+    db.dialect === 'postgres'
+      ? await sql<AuditRow>`SELECT tx::text AS tx, seq FROM audit_trail
+          WHERE tx < pg_snapshot_xmin(pg_current_snapshot())
+          ORDER BY tx DESC, seq DESC LIMIT 1 OFFSET ${back}`.execute(db.kysely)
+      : await sql<AuditRow>`SELECT NULL AS tx, seq FROM audit_trail ORDER BY seq DESC LIMIT 1 OFFSET ${back}`.execute(
+          db.kysely,
+        );
+  const row = r.rows[0];
+  return row ? { tx: row.tx ?? '0', seq: Number(row.seq) } : { tx: '0', seq: 0 };
 }
 
 /**

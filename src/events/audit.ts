@@ -1,4 +1,4 @@
-import { AuditEntry, auditAfter, auditEventsOf, lastAuditSeq } from '../audit/trail.js';
+import { AuditEntry, auditAfter, auditEventsOf, auditStart } from '../audit/trail.js';
 import { decide } from '../policy/decide.js';
 import { StreamError } from './protocol.js';
 import type { SpecialKind } from './special.js';
@@ -11,7 +11,8 @@ export const AUDIT_POLL_MS = 1000;
 /**
  * Kind AuditEntry (docs/directory.md): for admin and audit credentials, the newest
  * AUDIT_SNAPSHOT entries, the catch-up marker, then every new entry (at once for this instance's,
- * within AUDIT_POLL_MS for other instances'). ID is not supported (entries never change).
+ * within AUDIT_POLL_MS for other instances'; on PostgreSQL once every older transaction has
+ * ended, see auditAfter). ID is not supported (entries never change).
  */
 export const auditKind: SpecialKind = {
   async subscribe(ctx) {
@@ -19,16 +20,16 @@ export const auditKind: SpecialKind = {
       throw new StreamError(403, 'your credentials may not read AuditEntry objects');
     if (ctx.id !== undefined) throw new StreamError(400, 'AuditEntry is followed as a whole: omit ID');
     const db = ctx.service.db;
-    let seq = Math.max(0, (await lastAuditSeq(db)) - AUDIT_SNAPSHOT);
+    let at = await auditStart(db, AUDIT_SNAPSHOT);
     let closed = false;
     let busy: Promise<void> = Promise.resolve();
     const pump = () => {
       busy = busy
         .then(async () => {
           while (!closed) {
-            const rows = await auditAfter(db, seq);
+            const rows = await auditAfter(db, at);
             for (const r of rows) {
-              seq = r.seq;
+              at = r.at;
               if (!ctx.send({ ID: r.id, Item: JSON.parse(r.data) as Record<string, unknown> })) closed = true;
             }
             if (rows.length < 1000) return;

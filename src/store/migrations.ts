@@ -252,6 +252,20 @@ function migration0008(dialect: Dialect): Migration {
 }
 
 /** The migrations in the order they apply (their names sort in that order). */
+function migration0009(dialect: Dialect): Migration {
+  return {
+    // PostgreSQL: each audit entry records its transaction's id, so that the audit event stream
+    // reads entries only once every transaction that could still add one before them has ended
+    // (src/audit/trail.ts, auditAfter). Entries already there get the migration's own id: they
+    // come before every later one. SQLite has one writer: sequence order is commit order there.
+    async up(db: Kysely<unknown>) {
+      if (dialect !== 'postgres') return;
+      await sql`ALTER TABLE audit_trail ADD COLUMN tx xid8 NOT NULL DEFAULT pg_current_xact_id()`.execute(db);
+      await db.schema.createIndex('audit_trail_tx_seq').on('audit_trail').columns(['tx', 'seq']).execute();
+    },
+  };
+}
+
 const migrations = (dialect: Dialect): Record<string, Migration> => ({
   '0001_objects_changes': migration0001(dialect),
   '0002_auth_sessions': migration0002(dialect),
@@ -261,6 +275,7 @@ const migrations = (dialect: Dialect): Record<string, Migration> => ({
   '0006_vouch_videos': migration0006(dialect),
   '0007_audit_trail': migration0007(dialect),
   '0008_federated_links': migration0008(dialect),
+  '0009_audit_trail_tx': migration0009(dialect),
 });
 
 class StaticProvider implements MigrationProvider {
