@@ -251,7 +251,6 @@ function migration0008(dialect: Dialect): Migration {
   };
 }
 
-/** The migrations in the order they apply (their names sort in that order). */
 function migration0009(dialect: Dialect): Migration {
   return {
     // PostgreSQL: each audit entry records its transaction's id, so that the audit event stream
@@ -266,6 +265,7 @@ function migration0009(dialect: Dialect): Migration {
   };
 }
 
+/** The migrations in the order they apply (their names sort in that order). */
 const migrations = (dialect: Dialect): Record<string, Migration> => ({
   '0001_objects_changes': migration0001(dialect),
   '0002_auth_sessions': migration0002(dialect),

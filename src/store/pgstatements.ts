@@ -3,7 +3,7 @@ import type pg from 'pg';
 /**
  * Named (prepared) statements on PostgreSQL. node-postgres sends an unnamed statement by default,
  * which the server parses, analyses and plans on every run: for the write path's one statement
- * that was two fifths of PostgreSQL's CPU per write (docs/benchmarks.md, "Prepared statements").
+ * that was two fifths of PostgreSQL's CPU per write (docs/benchmarks.md, "Prepared statements and commits side by side").
  * A named statement is parsed once per connection, and after five runs the server may keep a
  * generic plan as well.
  *
@@ -41,10 +41,6 @@ export class StatementNames {
       this.names.set(text, name);
     }
     return name;
-  }
-
-  get size() {
-    return this.names.size;
   }
 }
 

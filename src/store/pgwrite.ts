@@ -100,8 +100,8 @@ export async function appendChanges(tx: Tx, changes: readonly PendingChange[]): 
  * Announces committed writes to the other instances: a NOTIFY on CHANGES_CHANNEL, sent after
  * COMMIT on a connection of its own. PostgreSQL serializes every committing transaction that sent
  * a NOTIFY, from before its commit record to its end, WAL flush included, so a NOTIFY inside the
- * write made the writes of every instance commit one at a time (docs/benchmarks.md, "Commits
- * side by side").
+ * write made the writes of every instance commit one at a time (docs/benchmarks.md, "Prepared
+ * statements and commits side by side").
  *
  * One NOTIFY is in flight per store at a time. Writes that commit meanwhile are announced together
  * by the next one, with the kinds they updated or deleted and the kinds they created merged: under
