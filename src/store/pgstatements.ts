@@ -3,7 +3,8 @@ import type pg from 'pg';
 /**
  * Named (prepared) statements on PostgreSQL. node-postgres sends an unnamed statement by default,
  * which the server parses, analyses and plans on every run: for the write path's one statement
- * that was two fifths of PostgreSQL's CPU per write (docs/benchmarks.md, "Prepared statements and commits side by side").
+ * that was two fifths of PostgreSQL's CPU per write (docs/benchmarks.md, "Prepared statements
+ * and commits side by side").
  * A named statement is parsed once per connection, and after five runs the server may keep a
  * generic plan as well.
  *
