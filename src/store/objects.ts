@@ -411,9 +411,10 @@ export class ObjectStore {
       return fn(tx);
     };
     let result: T;
+    let told: Promise<void> | undefined;
     if (this.concurrent) {
       result = await pgWrite(this.db, async (tx) => ({ result: await run(tx), changes }));
-      if (changes.length > 0) this.notifier?.committed(changes);
+      if (changes.length > 0) told = this.notifier?.committed(changes);
     } else {
       result = await this.k.transaction().execute(async (tx) => {
         const r = await run(tx);
@@ -422,6 +423,8 @@ export class ObjectStore {
       });
     }
     this.commits.emit('commit', altered);
+    // Answered once the other instances have been told (pgwrite.ts, CommitNotifier).
+    await told;
     return result;
   }
 

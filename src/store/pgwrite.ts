@@ -103,20 +103,25 @@ export async function appendChanges(tx: Tx, changes: readonly PendingChange[]): 
  * write made the writes of every instance commit one at a time (docs/benchmarks.md, "Prepared
  * statements and commits side by side").
  *
+ * A write is answered only once its NOTIFY has committed, as when the NOTIFY was part of it: a
+ * client told that a key is deleted finds it refused by every listening instance (their caches
+ * drop it when the notification arrives, src/auth/keycache.ts).
+ *
  * One NOTIFY is in flight per store at a time. Writes that commit meanwhile are announced together
  * by the next one, with the kinds they updated or deleted and the kinds they created merged: under
- * load the other instances are woken once per round trip rather than once per write, and nothing
- * waits when there is no load. The payload names the writing store (`writer`), so an instance's
- * own tailer can tell its own commits (already announced in-process) from other instances'.
+ * load the other instances are woken once per round trip rather than once per write. The payload
+ * names the writing store (`writer`), so an instance's own tailer can tell its own commits
+ * (already announced in-process) from other instances'.
  *
- * A NOTIFY that fails (the database went away right after the commit) is not repeated: the next
- * write's announces the kinds it would have named, and until then the other instances' tailers
- * find the change by their poll and their caches drop it by age (src/auth/keycache.ts).
+ * A NOTIFY that fails (the database went away right after the commit) does not fail the writes it
+ * announced, which committed: the next NOTIFY names their kinds too, and until then the other
+ * instances' tailers find the changes by their poll and their caches drop entries by age.
  */
 export class CommitNotifier {
   private updated = new Set<string>();
   private created = new Set<string>();
-  private due = false;
+  /** The writes waiting for the next NOTIFY. */
+  private waiting: (() => void)[] = [];
   private sending: Promise<void> | undefined;
 
   constructor(
@@ -124,11 +129,12 @@ export class CommitNotifier {
     private readonly writer: string,
   ) {}
 
-  /** A write committed with these changes. */
-  committed(changes: readonly PendingChange[]) {
+  /** A write committed with these changes; resolves once a NOTIFY naming them has been sent (or failed). */
+  committed(changes: readonly PendingChange[]): Promise<void> {
     for (const ch of changes) (ch.object === 'insert' ? this.created : this.updated).add(ch.type);
-    this.due = true;
+    const told = new Promise<void>((resolve) => this.waiting.push(resolve));
     this.sending ??= this.send();
+    return told;
   }
 
   /** Resolves once every write committed so far has been announced (or its NOTIFY failed). */
@@ -137,21 +143,22 @@ export class CommitNotifier {
   }
 
   private async send() {
-    while (this.due) {
+    while (this.waiting.length > 0) {
       const updated = this.updated;
       const created = this.created;
+      const waiting = this.waiting;
       this.updated = new Set();
       this.created = new Set();
-      this.due = false;
+      this.waiting = [];
       const payload = JSON.stringify({ w: this.writer, u: [...updated], c: [...created] });
       try {
         await this.pool.query('SELECT pg_notify($1, $2)', [CHANGES_CHANNEL, payload]);
       } catch {
-        // Named again by the next write's notification.
+        // Named again by the next notification.
         for (const k of updated) this.updated.add(k);
         for (const k of created) this.created.add(k);
-        break;
       }
+      for (const done of waiting) done();
     }
     this.sending = undefined;
   }

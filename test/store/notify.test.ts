@@ -138,4 +138,47 @@ describe.skipIf(!backends().includes('postgres'))('commit notifications on Postg
       { writer: 'w1', updated: new Set(['User']), created: new Set(['Group']) },
     ]);
   });
+
+  it('a write is answered only once its notification is sent; writes meanwhile share the next one', async () => {
+    const sent: string[] = [];
+    const inFlight: (() => void)[] = [];
+    const pool = {
+      query: (_text: string, values: unknown[]) =>
+        new Promise<void>((resolve) => {
+          sent.push(String(values[1]));
+          inFlight.push(resolve);
+        }),
+    };
+    const notifier = new CommitNotifier(pool as unknown as pg.Pool, 'w2');
+    const answered: string[] = [];
+    const write = (name: string, type: string, object?: 'insert') =>
+      notifier.committed([{ type, id: name, data: null, etag: '"e"', time: 0, object }]).then(() => {
+        answered.push(name);
+      });
+    const first = write('a', 'User');
+    await new Promise((r) => setTimeout(r, 10));
+    expect(sent).toHaveLength(1);
+    // Three more commit while the first NOTIFY is on its way.
+    const rest = [write('b', 'Group', 'insert'), write('c', 'APIKey'), write('d', 'Group')];
+    await new Promise((r) => setTimeout(r, 10));
+    expect(answered).toEqual([]);
+    expect(sent).toHaveLength(1);
+    inFlight.shift()?.();
+    await first;
+    expect(answered).toEqual(['a']);
+    await new Promise((r) => setTimeout(r, 10));
+    // One NOTIFY for the three, naming what each changed.
+    expect(sent).toHaveLength(2);
+    expect(readChangeNotice(sent[1] as string)).toEqual({
+      writer: 'w2',
+      updated: new Set(['APIKey', 'Group']),
+      created: new Set(['Group']),
+    });
+    expect(answered).toEqual(['a']);
+    inFlight.shift()?.();
+    await Promise.all(rest);
+    expect(answered).toEqual(['a', 'b', 'c', 'd']);
+    await notifier.settled();
+    expect(sent).toHaveLength(2);
+  });
 });
