@@ -10,9 +10,11 @@ import type pg from 'pg';
  *
  * - Only statements run with parameters are named (Kysely's, the write path's). BEGIN, COMMIT and
  *   other texts without parameters run as before.
- * - At most MAX_NAMED distinct texts per pool are named; later ones run unnamed. List filters make
- *   SQL texts vary with the request, and each named one stays in every connection's memory on
- *   the server until the connection closes, so the bound keeps that memory bounded.
+ * - Each named statement stays in every connection's memory on the server until the connection
+ *   closes, so what is named is bounded: texts with more than MAX_PARAMETERS parameters run
+ *   unnamed (their shape follows the number of values: multi-row inserts such as the audit
+ *   trail's batches, long IN lists), and at most MAX_NAMED distinct texts per pool are named
+ *   (list filters make texts vary with the request); later ones run unnamed.
  * - A connection pooler between the service and PostgreSQL must keep prepared statements per
  *   client (session pooling, or PgBouncer 1.21 or later with max_prepared_statements): see
  *   docs/scaling.md.
@@ -20,6 +22,9 @@ import type pg from 'pg';
 
 /** Distinct SQL texts named per pool; more run unnamed. */
 export const MAX_NAMED = 500;
+
+/** Statements with more parameters than this run unnamed. */
+export const MAX_PARAMETERS = 32;
 
 /**
  * PostgreSQL refuses to run a prepared statement whose result columns changed since it was
@@ -57,6 +62,7 @@ export function namePreparedStatements(client: pg.Client, names: StatementNames)
     const plain =
       typeof text === 'string' &&
       Array.isArray(values) &&
+      values.length <= MAX_PARAMETERS &&
       (args.length === 2 || (args.length === 3 && typeof callback === 'function'));
     const name = plain ? names.nameOf(text) : undefined;
     if (name === undefined) return query(...args);

@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Db, openDb } from '../../src/store/db.js';
-import { namePreparedStatements, StatementNames } from '../../src/store/pgstatements.js';
+import { MAX_PARAMETERS, namePreparedStatements, StatementNames } from '../../src/store/pgstatements.js';
 import { backends } from '../helpers.js';
 import { createPgDatabase } from '../pg.js';
 
@@ -39,6 +39,17 @@ describe.skipIf(!backends().includes('postgres'))('named statements on PostgreSQ
   it('texts without parameters are not prepared', async () => {
     await db.pool?.query('SELECT 2 AS unprepared');
     expect((await prepared(db.pool as pg.Pool)).some((t) => t.includes('unprepared'))).toBe(false);
+  });
+
+  it('statements whose shape follows the number of values (more than MAX_PARAMETERS) are not prepared', async () => {
+    const n = MAX_PARAMETERS + 1;
+    const text = `SELECT v FROM (VALUES ${Array.from({ length: n }, (_, i) => `($${i + 1}::int)`).join(', ')}) AS t(v)`;
+    const r = await db.pool?.query(
+      text,
+      Array.from({ length: n }, (_, i) => i),
+    );
+    expect(r?.rows).toHaveLength(n);
+    expect((await prepared(db.pool as pg.Pool)).some((t) => t === text)).toBe(false);
   });
 
   it('names at most the bound of distinct texts; later ones still run, unnamed', async () => {
