@@ -68,14 +68,22 @@ describe.skipIf(!backends().includes('postgres'))('commit notifications on Postg
     await drop?.();
   });
 
-  /** Waits until no notification has arrived for 200 ms (at most 5 s), then for their checks. */
-  async function quiet() {
-    const until = Date.now() + 5000;
-    let count = -1;
-    while (heard.length !== count && Date.now() < until) {
-      count = heard.length;
-      await new Promise((r) => setTimeout(r, 200));
-    }
+  /**
+   * Waits until every notification committed so far has arrived: PostgreSQL delivers them in
+   * commit order, so once a marker NOTIFYed now arrives, every earlier one has. Then for their checks.
+   */
+  async function delivered() {
+    const marker = `marker-${Math.random()}`;
+    const arrived = new Promise<void>((resolve) => {
+      const onMarker = (msg: pg.Notification) => {
+        if (msg.payload !== marker) return;
+        listener.off('notification', onMarker);
+        resolve();
+      };
+      listener.on('notification', onMarker);
+    });
+    await reader.query('SELECT pg_notify($1, $2)', [CHANGES_CHANNEL, marker]);
+    await arrived;
     await Promise.all(checks);
   }
 
@@ -85,7 +93,7 @@ describe.skipIf(!backends().includes('postgres'))('commit notifications on Postg
     pattern = 'notify-one';
     await store.create(Group, { Name: 'notify-one' });
     await store.notifier?.settled();
-    await quiet();
+    await delivered();
     expect(heard).toHaveLength(1);
     expect(heard[0]?.created).toEqual(new Set([Group.kind]));
     expect(heard[0]?.updated).toEqual(new Set());
@@ -95,7 +103,7 @@ describe.skipIf(!backends().includes('postgres'))('commit notifications on Postg
   it('writes that commit while a notification is on its way are announced together, their kinds merged', async () => {
     const { obj: g } = await store.create(Group, { Name: 'notify-updated' });
     await store.notifier?.settled();
-    await quiet();
+    await delivered();
     heard.length = 0;
     checks = [];
     pattern = 'notify-many-%';
@@ -107,7 +115,7 @@ describe.skipIf(!backends().includes('postgres'))('commit notifications on Postg
       }),
     );
     await store.notifier?.settled();
-    await quiet();
+    await delivered();
     expect(heard.length).toBeGreaterThan(0);
     expect(heard.length).toBeLessThan(writes);
     const all = (k: 'created' | 'updated') => new Set(heard.flatMap((h) => [...h[k]]));
