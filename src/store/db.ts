@@ -3,7 +3,7 @@ import { dirname } from 'node:path';
 import SQLite from 'better-sqlite3';
 import { type Generated, Kysely, PostgresDialect, type SqliteDatabase, SqliteDialect, sql } from 'kysely';
 import pg from 'pg';
-import { namePreparedStatements, StatementNames } from './pgstatements.js';
+import { namePreparedStatements, resultTypeChanged, StatementNames } from './pgstatements.js';
 
 export interface ObjectsTable {
   type: string;
@@ -119,20 +119,29 @@ export const QUERY_TIMEOUT_MS = 10_000;
 export const QUERY_TIMEOUT_MESSAGE = 'Query read timeout';
 
 /**
- * A statement unanswered for query_timeout means the connection cannot be trusted (a network cut
- * leaves the socket open and silent: no reset, no error). node-postgres fails the statement but
- * keeps the connection, so the next statement on it (the transaction's ROLLBACK, the next
- * request's query) would wait just as long: close its socket instead, so what follows fails at
- * once and the pool discards the connection on release.
+ * Closes the connection after a statement that leaves it unusable: what follows on it fails at
+ * once, and the pool discards it when it is handed back (Kysely hands its connections back
+ * without the error; pool.query discards one whose statement failed by itself):
+ * - unanswered for query_timeout: the connection cannot be trusted (a network cut leaves the
+ *   socket open and silent: no reset, no error). node-postgres fails the statement but keeps the
+ *   connection, so the next statement on it (the transaction's ROLLBACK, the next request's
+ *   query) would wait just as long;
+ * - a prepared statement whose result columns changed (pgstatements.ts): it fails on that
+ *   connection every time it runs.
  */
-export function dropOnTimeout(client: pg.Client) {
+export function dropUnusable(client: pg.Client) {
   const query = client.query.bind(client) as (...args: unknown[]) => unknown;
   (client as { query: unknown }).query = (...args: unknown[]) => {
     const result = query(...args);
     if (result instanceof Promise)
       result.catch((err: unknown) => {
-        if (err instanceof Error && err.message === QUERY_TIMEOUT_MESSAGE)
-          (client as unknown as { connection: { stream: { destroy(): void } } }).connection.stream.destroy();
+        if ((err instanceof Error && err.message === QUERY_TIMEOUT_MESSAGE) || resultTypeChanged(err)) {
+          const c = client as unknown as { _queryable: boolean; connection: { stream: { destroy(): void } } };
+          // Marked at once: the pool checks it when the connection is handed back, which the
+          // caller may do before the socket's close has been noticed.
+          c._queryable = false;
+          c.connection.stream.destroy();
+        }
       });
     return result;
   };
@@ -169,7 +178,7 @@ export function openDb(
     pool.on('connect', (client) => {
       client.on('error', (err) => opts.onConnectionError?.(err));
       namePreparedStatements(client, names);
-      dropOnTimeout(client);
+      dropUnusable(client);
     });
     // The pool repeats an idle client's error as its own; the client's listener has logged it.
     pool.on('error', () => {});

@@ -29,9 +29,13 @@ export const MAX_PARAMETERS = 32;
 /**
  * PostgreSQL refuses to run a prepared statement whose result columns changed since it was
  * prepared (a migration added a column under `SELECT *` while this process ran): SQLSTATE 0A000
- * with these words. The statement stays broken on that connection, so the connection is closed.
+ * with these words. The statement stays broken on its connection, which is then closed
+ * (src/store/db.ts, dropUnusable).
  */
 const RESULT_TYPE_CHANGED = 'cached plan must not change result type';
+
+export const resultTypeChanged = (err: unknown) =>
+  err instanceof Error && err.message.includes(RESULT_TYPE_CHANGED);
 
 /** The names given to SQL texts, per pool: the same text gets the same name on every connection. */
 export class StatementNames {
@@ -65,23 +69,6 @@ export function namePreparedStatements(client: pg.Client, names: StatementNames)
       values.length <= MAX_PARAMETERS &&
       (args.length === 2 || (args.length === 3 && typeof callback === 'function'));
     const name = plain ? names.nameOf(text) : undefined;
-    if (name === undefined) return query(...args);
-    if (typeof callback === 'function')
-      return query({ name, text, values }, (err: unknown, res: unknown) => {
-        if (resultTypeChanged(err)) closeConnection(client);
-        (callback as (e: unknown, r: unknown) => void)(err, res);
-      });
-    const result = query({ name, text, values });
-    if (result instanceof Promise)
-      result.catch((err: unknown) => {
-        if (resultTypeChanged(err)) closeConnection(client);
-      });
-    return result;
+    return name === undefined ? query(...args) : query({ name, text, values }, ...args.slice(2));
   };
 }
-
-const resultTypeChanged = (err: unknown) => err instanceof Error && err.message.includes(RESULT_TYPE_CHANGED);
-
-/** Closes the socket: the statement in hand fails, and the pool discards the connection on release. */
-const closeConnection = (client: pg.Client) =>
-  (client as unknown as { connection: { stream: { destroy(): void } } }).connection.stream.destroy();
