@@ -52,6 +52,12 @@ export interface PendingChange {
 type Tx = Transaction<Database>;
 
 /**
+ * The row source that takes ORDER_LOCK: a change-log insert selecting from it holds the lock
+ * before its first sequence number is drawn. Both forms of the append use it.
+ */
+const ORDERED = sql`(SELECT pg_advisory_xact_lock(${ORDER_LOCK})) AS ordered`;
+
+/**
  * Appends the transaction's changes in order under ORDER_LOCK, in one round trip. Returns the
  * transaction id (text of an xid8). The lock is in the rows' source, so it is held before the
  * first sequence number is drawn; ORDER BY keeps the transaction's own order. The objects rows
@@ -83,7 +89,7 @@ export async function appendChanges(tx: Tx, changes: readonly PendingChange[]): 
     appended AS (
       INSERT INTO changes (type, id, data, etag, time)
       SELECT w.type, w.id, w.data, w.etag, w.time
-      FROM (SELECT pg_advisory_xact_lock(${ORDER_LOCK})) AS ordered, w
+      FROM ${ORDERED}, w
       ORDER BY w.n
       RETURNING seq
     )
@@ -98,13 +104,10 @@ export async function appendChanges(tx: Tx, changes: readonly PendingChange[]): 
   return row.xid;
 }
 
-/**
- * The change-log row of a write with one change, drawn under ORDER_LOCK (in the row's source, as
- * in appendChanges).
- */
+/** The change-log row of a write with one change, drawn under ORDER_LOCK. */
 const lockedChange = (c: PendingChange) => sql`INSERT INTO changes (type, id, data, etag, time)
   SELECT ${c.type}::text, ${c.id}::text, ${c.data}::text, ${c.etag}::text, ${c.time}::int8
-  FROM (SELECT pg_advisory_xact_lock(${ORDER_LOCK})) AS ordered`;
+  FROM ${ORDERED}`;
 
 /**
  * appendChanges for a write with one change (most writes): the same work in a statement of plain

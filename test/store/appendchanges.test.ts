@@ -57,7 +57,7 @@ describe.skipIf(!backends().includes('postgres'))('the change-log append on Post
   async function existing(n: number): Promise<PendingChange[]> {
     const made = Array.from({ length: n }, () => change('insert'));
     await db.kysely.transaction().execute((tx) => appendChanges(tx, made));
-    return made.map((c) => ({ ...change('replace', c.id) }));
+    return made.map((c) => change('replace', c.id));
   }
 
   const orderLockHolders = async () =>
