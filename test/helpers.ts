@@ -7,8 +7,9 @@ import { createServer, type ServerOptions } from '../src/api/server.js';
 import { loadServiceConfig } from '../src/config/index.js';
 import { bootstrap, createApiKey } from '../src/service/bootstrap.js';
 import { type Db, openDb } from '../src/store/db.js';
+import { LOG_START, type LogPosition } from '../src/store/logposition.js';
 import { migrate } from '../src/store/migrations.js';
-import { ObjectStore } from '../src/store/objects.js';
+import { type Change, ObjectStore } from '../src/store/objects.js';
 import type { ServiceState } from '../src/store/service.js';
 import { createPgDatabase } from './pg.js';
 
@@ -118,3 +119,24 @@ export const jsonLines = (body: string): Record<string, unknown>[] =>
     .split('\n')
     .filter((l) => l !== '')
     .map((l) => JSON.parse(l) as Record<string, unknown>);
+
+/**
+ * Every change after `from` in log order, as a reader gets them (ObjectStore.changesAfter): read
+ * again while committed changes still wait behind a running transaction (another test file's,
+ * on the same PostgreSQL server).
+ */
+export async function readLog(store: ObjectStore, from: LogPosition = LOG_START): Promise<Change[]> {
+  const out: Change[] = [];
+  let at = from;
+  const until = Date.now() + 30_000;
+  for (;;) {
+    const r = await store.changesAfter(at, 10_000);
+    out.push(...r.changes);
+    const last = r.changes[r.changes.length - 1];
+    if (last) at = { tx: last.tx, seq: last.seq };
+    if (r.changes.length === 10_000) continue;
+    if (!r.waiting) return out;
+    if (Date.now() > until) throw new Error('the change log stayed behind a running transaction for 30 s');
+    await new Promise((res) => setTimeout(res, 10));
+  }
+}

@@ -21,8 +21,6 @@ function newId() {
 }
 const newEtag = () => `"${randomBytes(12).toString('base64url')}"`;
 
-/** The same advisory lock ObjectStore takes on PostgreSQL, so change-log numbers commit in order. */
-const WRITE_LOCK = 0x6761_7465;
 const BATCH = 5000;
 
 function makeRows(kind, template, n) {
@@ -79,7 +77,6 @@ async function seedPostgres(url, kind, template, count) {
       const now = Date.now();
       await client.query('BEGIN');
       try {
-        await client.query('SELECT pg_advisory_xact_lock($1)', [WRITE_LOCK]);
         await client.query(
           `INSERT INTO changes (type, id, data, etag, time)
            SELECT $1, i, d, e, $5 FROM unnest($2::text[], $3::text[], $4::text[]) AS t(i, d, e)`,

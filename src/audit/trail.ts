@@ -181,9 +181,10 @@ export async function auditAfter(
 ): Promise<{ at: AuditPosition; id: string; data: string }[]> {
   const r =
     db.dialect === 'postgres'
-      ? await sql<AuditRow>`SELECT tx::text AS tx, seq, id, data FROM audit_trail
-          WHERE (tx, seq) > (${from.tx}::xid8, ${from.seq}) AND tx < pg_snapshot_xmin(pg_current_snapshot())
-          ORDER BY tx, seq LIMIT ${limit}`.execute(db.kysely)
+      ? // Qualified: a bare `tx` in ORDER BY would name the text output column and sort as text.
+        await sql<AuditRow>`SELECT a.tx::text AS tx, a.seq, a.id, a.data FROM audit_trail a
+          WHERE (a.tx, a.seq) > (${from.tx}::xid8, ${from.seq}) AND a.tx < pg_snapshot_xmin(pg_current_snapshot())
+          ORDER BY a.tx, a.seq LIMIT ${limit}`.execute(db.kysely)
       : await sql<AuditRow>`SELECT NULL AS tx, seq, id, data FROM audit_trail WHERE seq > ${from.seq}
           ORDER BY seq LIMIT ${limit}`.execute(db.kysely);
   return r.rows.map((x) => ({ at: { tx: x.tx ?? '0', seq: Number(x.seq) }, id: x.id, data: x.data }));
@@ -193,9 +194,9 @@ export async function auditAfter(
 export async function auditStart(db: Db, back: number): Promise<AuditPosition> {
   const r =
     db.dialect === 'postgres'
-      ? await sql<AuditRow>`SELECT tx::text AS tx, seq FROM audit_trail
-          WHERE tx < pg_snapshot_xmin(pg_current_snapshot())
-          ORDER BY tx DESC, seq DESC LIMIT 1 OFFSET ${back}`.execute(db.kysely)
+      ? await sql<AuditRow>`SELECT a.tx::text AS tx, a.seq FROM audit_trail a
+          WHERE a.tx < pg_snapshot_xmin(pg_current_snapshot())
+          ORDER BY a.tx DESC, a.seq DESC LIMIT 1 OFFSET ${back}`.execute(db.kysely)
       : await sql<AuditRow>`SELECT NULL AS tx, seq FROM audit_trail ORDER BY seq DESC LIMIT 1 OFFSET ${back}`.execute(
           db.kysely,
         );

@@ -186,7 +186,7 @@ export class Connection {
     this.hub.register(sub);
     const owner = sub.owner !== undefined ? { field: t.ownerField as string, value: sub.owner } : undefined;
     const snap = await this.hub.snapshot(this.hub.ctx.db, t.kind, req.ID, owner);
-    sub.seq = snap.seq;
+    sub.saw = snap.saw;
     for (const row of snap.rows) {
       if (this.closed) return;
       if (sub.owner !== undefined) {

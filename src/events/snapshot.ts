@@ -1,9 +1,10 @@
 import { sql } from 'kysely';
 import type { Db } from '../store/db.js';
+import { type LogSnapshot, pgLogSnapshot } from '../store/logposition.js';
 
 export interface Snapshot {
-  /** The change-log sequence number the rows are consistent with: tail from here. */
-  seq: number;
+  /** The changes the rows already reflect: a change the tailer delivers later is dropped when `saw` has it. */
+  saw: LogSnapshot;
   rows: { id: string; data: string }[];
 }
 
@@ -27,10 +28,12 @@ function ownerExpr(dialect: Db['dialect'], field: string) {
 }
 
 /**
- * The objects of a kind (or the one with `id`) together with the newest change-log sequence
- * number, read in one transaction so that both describe the same moment: a read transaction on
- * SQLite (WAL snapshot), REPEATABLE READ on PostgreSQL. Writers commit in sequence order (the
- * store serializes them), so every change up to `seq` is in the rows and none after it is.
+ * The objects of a kind (or the one with `id`) together with what the reading transaction saw of
+ * the change log, read in one transaction so that both describe the same moment: a read
+ * transaction on SQLite (WAL snapshot; one writer, so every change up to the newest sequence
+ * number is in the rows and none after it is), REPEATABLE READ on PostgreSQL (the transaction's
+ * snapshot: the rows reflect exactly the changes of the transactions it counts as committed,
+ * src/store/logposition.ts).
  */
 export async function takeSnapshot(
   db: Db,
@@ -41,14 +44,26 @@ export async function takeSnapshot(
   let tx = db.kysely.transaction();
   if (db.dialect === 'postgres') tx = tx.setIsolationLevel('repeatable read').setAccessMode('read only');
   return tx.execute(async (t) => {
-    const last = await t
-      .selectFrom('changes')
-      .select((eb) => eb.fn.max('seq').as('seq'))
-      .executeTakeFirst();
+    // The first statement fixes a REPEATABLE READ transaction's snapshot for the rest of it.
+    const saw: LogSnapshot =
+      db.dialect === 'postgres'
+        ? pgLogSnapshot(
+            (await sql<{ s: string }>`SELECT pg_current_snapshot()::text AS s`.execute(t)).rows[0]?.s ?? '',
+          )
+        : {
+            upToSeq: Number(
+              (
+                await t
+                  .selectFrom('changes')
+                  .select((eb) => eb.fn.max('seq').as('seq'))
+                  .executeTakeFirst()
+              )?.seq ?? 0,
+            ),
+          };
     let q = t.selectFrom('objects').select(['id', 'data']).where('type', '=', kind);
     if (id !== undefined) q = q.where('id', '=', id);
     if (owner) q = q.where(ownerExpr(db.dialect, owner.field), '=', owner.value);
     const rows = await q.orderBy('id').execute();
-    return { seq: Number(last?.seq ?? 0), rows };
+    return { saw, rows };
   });
 }

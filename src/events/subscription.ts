@@ -1,5 +1,6 @@
 import type { Doc } from '../schema/fields.js';
 import type { ObjectType } from '../schema/type.js';
+import { type LogSnapshot, SAW_NOTHING, sawChange } from '../store/logposition.js';
 import type { Change } from '../store/objects.js';
 import { CloseCodes, objectFrame } from './protocol.js';
 import type { EventHubOptions } from './types.js';
@@ -31,8 +32,8 @@ export class Subscription {
   /** 'snapshot' until the snapshot and marker are sent; changes are held in `pending` meanwhile. */
   phase: 'snapshot' | 'live' = 'snapshot';
   pending: Outgoing[] = [];
-  /** Changes up to this sequence number are in the snapshot. */
-  seq = 0;
+  /** The changes the snapshot already reflects (dropped when the tailer delivers them). */
+  saw: LogSnapshot = SAW_NOTHING;
   /** With own-only access: the IDs the subscriber has been shown (to report them leaving). */
   readonly visible = new Set<string>();
 
@@ -52,8 +53,7 @@ export class Subscription {
         this.conn.close(CloseCodes.SlowConsumer, 'slow consumer: too many changes during the snapshot');
       return;
     }
-    if (o.change.seq <= this.seq) return;
-    this.seq = o.change.seq;
+    if (sawChange(this.saw, o.change)) return;
     if (this.owner === undefined) {
       this.conn.send(o.frame);
       return;

@@ -1,11 +1,21 @@
 import pg from 'pg';
 import type { Logger } from 'pino';
-import { prunedThrough } from '../store/changelog.js';
+import { isAfter, LOG_START, type LogPosition } from '../store/logposition.js';
 import { CHANGES_CHANNEL, type Change, type ObjectStore } from '../store/objects.js';
 import { readChangeNotice } from '../store/pgwrite.js';
+import { SupersededChanges } from './superseded.js';
 
 /** While nobody listens, how often at most the position follows the log (one query each time). */
 const IDLE_FOLLOW_MS = 1000;
+
+/**
+ * Committed changes wait behind an older transaction still running (src/store/logposition.ts):
+ * read again after this long, doubling while they still wait, up to HORIZON_RETRY_MAX_MS. Most
+ * such transactions are other writes that end within milliseconds; their own commits wake the
+ * tailer too.
+ */
+const HORIZON_RETRY_MS = 2;
+const HORIZON_RETRY_MAX_MS = 250;
 
 /** NOTIFY channel for stream signals between instances (src/events/hub.ts: sessionIntegrityChanged...). */
 export const SIGNALS_CHANNEL = 'gatehouse_event_signals';
@@ -18,19 +28,19 @@ export interface TailerOptions {
 }
 
 /**
- * The one reader of the change log in this process. It keeps a position (the last sequence
- * number delivered) and, whenever woken, reads every change after it in order and hands each
- * batch to `deliver` synchronously, then advances. Wake-ups: the store's in-process 'commit'
+ * The one reader of the change log in this process. It keeps a position (the place in the log of
+ * the last change delivered, src/store/logposition.ts) and, whenever woken, reads every change
+ * after it in log order and hands each batch to `deliver` synchronously, then advances. Wake-ups: the store's in-process 'commit'
  * event, PostgreSQL NOTIFY on CHANGES_CHANNEL (writes of other processes), and a slow poll, so a
  * lost notification only delays a change, never loses it.
  *
  * Subscribers that register between two deliveries receive every change after `position`;
  * together with a snapshot taken at a sequence number >= position (src/events/snapshot.ts) that
- * leaves no gap and, after dropping changes <= the snapshot's, no duplicate.
+ * leaves no gap and, after dropping the changes the snapshot saw, no duplicate.
  */
 export class ChangeTailer {
   /** Every change up to here has been delivered. */
-  position = 0;
+  position: LogPosition = LOG_START;
   private started: Promise<void> | undefined;
   private reading = false;
   private again = false;
@@ -39,6 +49,8 @@ export class ChangeTailer {
   private listener: pg.Client | undefined;
   private reconnectTimer: NodeJS.Timeout | undefined;
   private reconnectDelay = 500;
+  /** Older versions of objects that come after their newer ones in the log (src/events/superseded.ts). */
+  readonly superseded = new SupersededChanges();
 
   constructor(
     private readonly store: ObjectStore,
@@ -73,7 +85,7 @@ export class ChangeTailer {
   private listenedBefore = false;
 
   private async init() {
-    const position = await this.store.lastSeq();
+    const position = await this.store.lastPosition();
     if (this.closed) return;
     this.position = position;
     this.store.commits.on('commit', this.wake);
@@ -158,33 +170,43 @@ export class ChangeTailer {
             continue;
           }
           this.idleFollowedAt = Date.now();
-          const last = await this.store.lastSeq();
+          const last = await this.store.lastPosition();
           // Someone may have subscribed during the query: they need the rows, so read them.
           if (this.idle()) {
-            this.position = Math.max(this.position, last);
+            if (isAfter(last, this.position)) this.position = last;
+            this.superseded.clear();
             this.idleBehind = false;
             continue;
           }
         }
         for (;;) {
-          const batch = await this.store.changesSince(this.position, this.options.batchSize);
+          const {
+            changes: batch,
+            waiting,
+            pruned,
+            committedBelow,
+          } = await this.store.changesAfter(this.position, this.options.batchSize);
+          if (waiting) this.retryBehindHorizon();
+          else this.horizonDelay = HORIZON_RETRY_MS;
           if (this.closed || batch.length === 0) break;
-          // A hole after the position is usually a rolled-back sequence number; it is a loss only
-          // when the pruner has been past the position.
+          // Changes after the position were deleted by the pruner before this tailer read them.
           // Behind only from an idle spell, no subscriber can have lost anything: each registered
           // after it and reads from a snapshot newer than any row pruned (older than the retention).
           const behind = this.idleBehind;
           this.idleBehind = false;
-          if (!behind && (batch[0] as Change).seq > this.position + 1 && (await this.lostSincePosition())) {
+          if (!behind && isAfter(pruned, this.position)) {
             this.logger.warn(
-              { position: this.position, next: (batch[0] as Change).seq },
+              { position: this.position, pruned },
               'event stream: changes were pruned before they were read; subscribers resync',
             );
             this.onGap();
           }
-          this.position = (batch[batch.length - 1] as Change).seq;
-          this.deliver(batch);
-          if (batch.length < this.options.batchSize) break;
+          const last = batch[batch.length - 1] as Change;
+          this.position = { tx: last.tx, seq: last.seq };
+          const current = this.superseded.filter(batch, committedBelow);
+          this.superseded.passed(this.position);
+          if (current.length > 0) this.deliver(current);
+          if (batch.length < this.options.batchSize || waiting) break;
         }
       } while (this.again && !this.closed);
     } catch (err) {
@@ -195,8 +217,18 @@ export class ChangeTailer {
     }
   }
 
-  private async lostSincePosition(): Promise<boolean> {
-    return (await prunedThrough(this.store.db)) > this.position;
+  private horizonDelay = HORIZON_RETRY_MS;
+  private horizonTimer: NodeJS.Timeout | undefined;
+
+  /** Reads again soon: committed changes wait behind an older transaction still running. */
+  private retryBehindHorizon() {
+    if (this.horizonTimer || this.closed) return;
+    this.horizonTimer = setTimeout(() => {
+      this.horizonTimer = undefined;
+      this.wake();
+    }, this.horizonDelay);
+    this.horizonTimer.unref();
+    this.horizonDelay = Math.min(this.horizonDelay * 2, HORIZON_RETRY_MAX_MS);
   }
 
   /** A dedicated connection LISTENing for commits of every process sharing the database. */
@@ -260,6 +292,7 @@ export class ChangeTailer {
     this.store.commits.off('commit', this.wake);
     clearInterval(this.pollTimer);
     clearTimeout(this.idleTimer);
+    clearTimeout(this.horizonTimer);
     clearTimeout(this.reconnectTimer);
     const l = this.listener;
     this.listener = undefined;

@@ -1,6 +1,7 @@
 import { sql } from 'kysely';
 import { Jobs } from '../core/jobs.js';
 import type { Db } from './db.js';
+import { LOG_START, type LogPosition } from './logposition.js';
 
 /**
  * Retention of the change log (`changes`). Every write appends a row; the rows serve the event
@@ -9,21 +10,23 @@ import type { Db } from './db.js';
  * pruner. Two rules keep the readers safe:
  *
  * - The newest row is never deleted, so the newest sequence number (lastSeq) never goes back.
- * - Every prune records the highest sequence number it deleted (`changes_pruned.seq`, only ever
- *   raised, in the same transaction as the delete). A reader whose position is below that mark
- *   has lost changes it never read, and knows it: the event stream then tells its subscribers to
- *   resync from a snapshot (docs/events.md, "Resync").
+ * - Every prune records the last place in the log (src/store/logposition.ts) of the rows it
+ *   deleted (`changes_pruned`, only ever raised, in the same transaction as the delete). A reader
+ *   whose position is before that mark has lost changes it never read, and knows it: the event
+ *   stream then tells its subscribers to resync from a snapshot (docs/events.md, "Resync").
  */
 
 /** Rows deleted per transaction: small, so a prune never holds up writes for long. */
 export const PRUNE_BATCH = 500;
 
-/** The highest sequence number pruned so far (0 when nothing was). */
-export async function prunedThrough(db: Db): Promise<number> {
-  const row = await sql<{ seq: number | string }>`SELECT seq FROM changes_pruned WHERE id = 1`.execute(
-    db.kysely,
-  );
-  return Number(row.rows[0]?.seq ?? 0);
+/** The last place in the log pruned so far (LOG_START when nothing was). */
+export async function prunedThrough(db: Db): Promise<LogPosition> {
+  const row = (
+    await sql<{ tx: string; seq: number | string }>`SELECT ${
+      db.dialect === 'postgres' ? sql`tx::text` : sql`'0'`
+    } AS tx, seq FROM changes_pruned WHERE id = 1`.execute(db.kysely)
+  ).rows[0];
+  return row ? { tx: row.tx, seq: Number(row.seq) } : LOG_START;
 }
 
 /**
@@ -55,8 +58,15 @@ export async function pruneBatch(db: Db, before: number, batch = PRUNE_BATCH): P
       n++;
     }
     if (n === 0) return 0;
-    await tx.deleteFrom('changes').where('seq', '<=', upTo).execute();
-    await sql`UPDATE changes_pruned SET seq = ${upTo} WHERE id = 1 AND seq < ${upTo}`.execute(tx);
+    if (db.dialect === 'postgres')
+      await sql`WITH gone AS (DELETE FROM changes WHERE seq <= ${upTo} RETURNING tx, seq),
+        last AS (SELECT tx, seq FROM gone ORDER BY tx DESC, seq DESC LIMIT 1)
+        UPDATE changes_pruned p SET tx = last.tx, seq = last.seq FROM last
+        WHERE p.id = 1 AND (p.tx, p.seq) < (last.tx, last.seq)`.execute(tx);
+    else {
+      await tx.deleteFrom('changes').where('seq', '<=', upTo).execute();
+      await sql`UPDATE changes_pruned SET seq = ${upTo} WHERE id = 1 AND seq < ${upTo}`.execute(tx);
+    }
     return n;
   });
 }

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { sql } from 'kysely';
 import type { Db } from './db.js';
 
-/** The first key of the two-key advisory locks taken here ('gaet'); ORDER_LOCK is a one-key lock. */
+/** The first key of the two-key advisory locks taken here ('gaet'). */
 const NAMED_LOCK_SPACE = 0x6761_6574;
 
 const keyOf = (name: string) => createHash('sha256').update(name).digest().readInt32BE(0);

@@ -265,6 +265,21 @@ function migration0009(dialect: Dialect): Migration {
   };
 }
 
+function migration0010(dialect: Dialect): Migration {
+  return {
+    // PostgreSQL: each change-log row records its transaction's id, so that writers append with
+    // no lock between them and readers take rows in (tx, seq) order once every older transaction
+    // has ended (src/store/logposition.ts). Rows already there get the migration's own id: they
+    // come before every later one. The pruned mark becomes a place in that order too.
+    async up(db: Kysely<unknown>) {
+      if (dialect !== 'postgres') return;
+      await sql`ALTER TABLE changes ADD COLUMN tx xid8 NOT NULL DEFAULT pg_current_xact_id()`.execute(db);
+      await db.schema.createIndex('changes_tx_seq').on('changes').columns(['tx', 'seq']).execute();
+      await sql`ALTER TABLE changes_pruned ADD COLUMN tx xid8 NOT NULL DEFAULT '0'`.execute(db);
+    },
+  };
+}
+
 /** The migrations in the order they apply (their names sort in that order). */
 const migrations = (dialect: Dialect): Record<string, Migration> => ({
   '0001_objects_changes': migration0001(dialect),
@@ -276,6 +291,7 @@ const migrations = (dialect: Dialect): Record<string, Migration> => ({
   '0007_audit_trail': migration0007(dialect),
   '0008_federated_links': migration0008(dialect),
   '0009_audit_trail_tx': migration0009(dialect),
+  '0010_changes_tx': migration0010(dialect),
 });
 
 class StaticProvider implements MigrationProvider {

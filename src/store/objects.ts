@@ -12,6 +12,7 @@ import type { Actor, ObjectType } from '../schema/type.js';
 import type { Database, Db } from './db.js';
 import { type ListPage, type ListQuery, listObjects } from './listquery.js';
 import { NamedLocks } from './locks.js';
+import { LOG_START, type LogPosition } from './logposition.js';
 import {
   CommitNotifier,
   keyTaken,
@@ -35,8 +36,7 @@ export interface StoredObject {
   modifyTime: number;
 }
 
-export interface Change {
-  seq: number;
+export interface Change extends LogPosition {
   type: string;
   id: string;
   /** null for a delete. */
@@ -324,12 +324,63 @@ export class ObjectStore {
     return Number(row?.seq ?? 0);
   }
 
-  /** Changes after `seq`, oldest first, optionally of some types only. */
-  async changesSince(seq: number, limit = 1000, types?: readonly string[]): Promise<Change[]> {
-    let q = this.k.selectFrom('changes').selectAll().where('seq', '>', seq);
-    if (types && types.length > 0) q = q.where('type', 'in', types as string[]);
-    const rows = await q.orderBy('seq').limit(limit).execute();
-    return rows.map((r) => ({ ...r, seq: Number(r.seq), time: Number(r.time) }));
+  /**
+   * The newest place in the log that a reader may take as read (src/store/logposition.ts): on
+   * PostgreSQL the last row of the transactions older than every one still running.
+   */
+  async lastPosition(): Promise<LogPosition> {
+    if (!this.concurrent) return { tx: '0', seq: await this.lastSeq() };
+    // Qualified: a bare `tx` in ORDER BY would name the text output column and sort as text.
+    const r = await sql<{ tx: string; seq: string }>`SELECT c.tx::text AS tx, c.seq FROM changes c
+      WHERE c.tx < pg_snapshot_xmin(pg_current_snapshot()) ORDER BY c.tx DESC, c.seq DESC LIMIT 1`.execute(
+      this.k,
+    );
+    const row = r.rows[0];
+    return row ? { tx: row.tx, seq: Number(row.seq) } : LOG_START;
+  }
+
+  /**
+   * Up to `limit` changes after `from`, in log order, that can be read now. `waiting`: committed
+   * changes follow them that cannot be read yet, because a transaction older than theirs is still
+   * running (it may yet add changes before them); read again shortly. `pruned`: the newest place
+   * the pruner has deleted through (src/store/changelog.ts). `committedBelow` (PostgreSQL): every
+   * transaction that committed before this read has an id below it (the read's snapshot xmax).
+   */
+  async changesAfter(
+    from: LogPosition,
+    limit = 1000,
+  ): Promise<{ changes: Change[]; waiting: boolean; pruned: LogPosition; committedBelow?: string }> {
+    type Row = Omit<Change, 'seq' | 'time'> & { seq: string | number; time: string | number; ready: unknown };
+    type Read = Row & { pruned: string; xmax?: string };
+    const pruned = sql`(SELECT ${this.concurrent ? sql`p.tx::text || ':' || p.seq` : sql`'0:' || p.seq`}
+      FROM changes_pruned p WHERE p.id = 1) AS pruned`;
+    // Qualified: a bare `tx` in ORDER BY would name the text output column and sort as text.
+    const r = this.concurrent
+      ? await sql<Read>`SELECT c.seq, c.tx::text AS tx, c.type, c.id, c.data, c.etag, c.time,
+          c.tx < pg_snapshot_xmin(pg_current_snapshot()) AS ready, ${pruned},
+          pg_snapshot_xmax(pg_current_snapshot())::text AS xmax
+          FROM changes c WHERE (c.tx, c.seq) > (${from.tx}::xid8, ${from.seq})
+          ORDER BY c.tx, c.seq LIMIT ${limit}`.execute(this.k)
+      : await sql<Read>`SELECT c.seq, '0' AS tx, c.type, c.id, c.data, c.etag, c.time, 1 AS ready, ${pruned}
+          FROM changes c WHERE c.seq > ${from.seq} ORDER BY c.seq LIMIT ${limit}`.execute(this.k);
+    const changes: Change[] = [];
+    let waiting = false;
+    for (const row of r.rows) {
+      if (!row.ready) {
+        waiting = true;
+        break;
+      }
+      const { ready: _, pruned: __, xmax: ___, ...c } = row;
+      changes.push({ ...c, seq: Number(c.seq), time: Number(c.time) });
+    }
+    const [tx, seq] = (r.rows[0]?.pruned ?? '0:0').split(':');
+    const xmax = r.rows[0]?.xmax;
+    return {
+      changes,
+      waiting,
+      pruned: { tx: tx ?? '0', seq: Number(seq ?? 0) },
+      ...(xmax ? { committedBelow: xmax } : {}),
+    };
   }
 
   /** Streams a list as JSON lines of ListItem {"ID","Item"}; see listquery.ts for the language and its SQL. */

@@ -15,19 +15,17 @@ import { databaseUnavailable } from './unavailable.js';
  * - BEGIN is sent before a write's first statement only (pgWrite). The change rows of a
  *   transaction, and the object rows it inserts or updates, are kept in memory and written by
  *   one statement just before COMMIT (a creation with nothing to check is that statement alone,
- *   committing by itself). That statement first takes ORDER_LOCK (a transaction-level advisory lock,
- *   released by COMMIT itself): sequence numbers are drawn under it, so they commit in the order
- *   they are drawn, and a reader that sees sequence number n has already seen every one below n.
- *   The lock is held for one statement and the COMMIT, not for the transaction.
+ *   committing by itself).
+ * - The change log needs no lock either: each change row records its transaction's id (the
+ *   column default of `changes.tx`), and readers take rows in (tx, seq) order only once every
+ *   older transaction has ended (src/store/logposition.ts). Writers of different objects commit
+ *   side by side, and PostgreSQL flushes their commits together.
  * - The same statement returns the transaction's id (`pg_current_xact_id()`): when the
  *   connection is lost during COMMIT the outcome is asked on a fresh connection
  *   (`pg_xact_status`), so a write that committed is answered as done.
  * - The other instances hear of the write after it committed, from CommitNotifier: a NOTIFY inside
  *   the transaction would make every write of every instance commit one at a time.
  */
-
-/** Taken only around the change-log append at the end of a write transaction. */
-export const ORDER_LOCK = 0x6761_7465;
 
 /** The PostgreSQL NOTIFY channel announcing committed writes (LISTENed to by the event tailer). */
 export const CHANGES_CHANNEL = 'gatehouse_changes';
@@ -52,15 +50,8 @@ export interface PendingChange {
 type Tx = Transaction<Database>;
 
 /**
- * The row source that takes ORDER_LOCK: a change-log insert selecting from it holds the lock
- * before its first sequence number is drawn. Both forms of the append use it.
- */
-const ORDERED = sql`(SELECT pg_advisory_xact_lock(${ORDER_LOCK})) AS ordered`;
-
-/**
- * Appends the transaction's changes in order under ORDER_LOCK, in one round trip. Returns the
- * transaction id (text of an xid8). The lock is in the rows' source, so it is held before the
- * first sequence number is drawn; ORDER BY keeps the transaction's own order. The objects rows
+ * Appends the transaction's changes in order, in one round trip. Returns the transaction id
+ * (text of an xid8). ORDER BY keeps the transaction's own order in its sequence numbers. The objects rows
  * the changes carry (`object`) are inserted or updated by the same statement; the rows updated
  * were locked FOR UPDATE when the transaction read them.
  */
@@ -89,7 +80,7 @@ export async function appendChanges(tx: Tx, changes: readonly PendingChange[]): 
     appended AS (
       INSERT INTO changes (type, id, data, etag, time)
       SELECT w.type, w.id, w.data, w.etag, w.time
-      FROM ${ORDERED}, w
+      FROM w
       ORDER BY w.n
       RETURNING seq
     )
@@ -104,10 +95,9 @@ export async function appendChanges(tx: Tx, changes: readonly PendingChange[]): 
   return row.xid;
 }
 
-/** The change-log row of a write with one change, drawn under ORDER_LOCK. */
-const lockedChange = (c: PendingChange) => sql`INSERT INTO changes (type, id, data, etag, time)
-  SELECT ${c.type}::text, ${c.id}::text, ${c.data}::text, ${c.etag}::text, ${c.time}::int8
-  FROM ${ORDERED}`;
+/** The change-log row of a write with one change. */
+const changeRow = (c: PendingChange) => sql`INSERT INTO changes (type, id, data, etag, time)
+  VALUES (${c.type}, ${c.id}, ${c.data}, ${c.etag}, ${c.time})`;
 
 /**
  * appendChanges for a write with one change (most writes): the same work in a statement of plain
@@ -133,16 +123,16 @@ async function appendOne(tx: Tx, c: PendingChange): Promise<string> {
 export function oneChangeStatement(c: PendingChange) {
   const xid = sql`pg_current_xact_id()::text AS xid`;
   if (c.object === 'insert')
-    return sql<{ xid: string }>`WITH appended AS (${lockedChange(c)})
+    return sql<{ xid: string }>`WITH appended AS (${changeRow(c)})
       INSERT INTO objects (type, id, data, etag, create_time, modify_time, secret)
       VALUES (${c.type}, ${c.id}, ${c.data}, ${c.etag}, ${c.createTime ?? 0}, ${c.time}, ${c.secret ?? null})
       RETURNING ${xid}`;
   if (c.object === 'replace')
-    return sql<{ xid: string }>`WITH appended AS (${lockedChange(c)})
+    return sql<{ xid: string }>`WITH appended AS (${changeRow(c)})
       UPDATE objects SET data = ${c.data}, etag = ${c.etag}, modify_time = ${c.time}, secret = ${c.secret ?? null}
       WHERE type = ${c.type} AND id = ${c.id}
       RETURNING ${xid}`;
-  return sql<{ xid: string }>`${lockedChange(c)} RETURNING ${xid}`;
+  return sql<{ xid: string }>`${changeRow(c)} RETURNING ${xid}`;
 }
 
 /**

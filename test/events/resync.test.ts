@@ -18,10 +18,10 @@ import { type Instance, startInstance } from './instance.js';
 
 /** Makes the instance's change-log reads fail until the returned function is called. */
 function failReads(store: ObjectStore): () => void {
-  const real = store.changesSince.bind(store);
-  store.changesSince = () => Promise.reject(new Error('connection terminated (simulated)'));
+  const real = store.changesAfter.bind(store);
+  store.changesAfter = () => Promise.reject(new Error('connection terminated (simulated)'));
   return () => {
-    store.changesSince = real;
+    store.changesAfter = real;
   };
 }
 
