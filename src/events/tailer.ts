@@ -1,5 +1,6 @@
 import pg from 'pg';
 import type { Logger } from 'pino';
+import { oldestOpenTransaction } from '../store/changelog.js';
 import { isAfter, LOG_START, type LogPosition } from '../store/logposition.js';
 import { CHANGES_CHANNEL, type Change, type ObjectStore } from '../store/objects.js';
 import { readChangeNotice } from '../store/pgwrite.js';
@@ -16,6 +17,8 @@ const IDLE_FOLLOW_MS = 1000;
  */
 const HORIZON_RETRY_MS = 2;
 const HORIZON_RETRY_MAX_MS = 250;
+/** Changes waiting this long behind a running transaction are logged, with that transaction. */
+const HORIZON_WARN_MS = 10_000;
 
 /** NOTIFY channel for stream signals between instances (src/events/hub.ts: sessionIntegrityChanged...). */
 export const SIGNALS_CHANNEL = 'gatehouse_event_signals';
@@ -25,6 +28,8 @@ export interface TailerOptions {
   pollIntervalMs: number;
   /** Rows read per query. */
   batchSize: number;
+  /** After how long changes waiting behind a running transaction are logged (default 10 s). */
+  horizonWarnMs?: number;
 }
 
 /**
@@ -187,7 +192,10 @@ export class ChangeTailer {
             committedBelow,
           } = await this.store.changesAfter(this.position, this.options.batchSize);
           if (waiting) this.retryBehindHorizon();
-          else this.horizonDelay = HORIZON_RETRY_MS;
+          else {
+            this.horizonDelay = HORIZON_RETRY_MS;
+            this.waitingSince = undefined;
+          }
           if (this.closed || batch.length === 0) break;
           // Changes after the position were deleted by the pruner before this tailer read them.
           // Behind only from an idle spell, no subscriber can have lost anything: each registered
@@ -220,8 +228,20 @@ export class ChangeTailer {
   private horizonDelay = HORIZON_RETRY_MS;
   private horizonTimer: NodeJS.Timeout | undefined;
 
+  /** Since when committed changes have waited behind a running transaction (undefined: they do not). */
+  private waitingSince: number | undefined;
+  private warnedAbout: number | undefined;
+
   /** Reads again soon: committed changes wait behind an older transaction still running. */
   private retryBehindHorizon() {
+    const now = Date.now();
+    this.waitingSince ??= now;
+    const waited = now - this.waitingSince;
+    if (waited >= (this.options.horizonWarnMs ?? HORIZON_WARN_MS)) {
+      // Looked at again after as long, while they keep waiting.
+      this.waitingSince = now;
+      void this.reportOpenTransaction(waited);
+    }
     if (this.horizonTimer || this.closed) return;
     this.horizonTimer = setTimeout(() => {
       this.horizonTimer = undefined;
@@ -229,6 +249,27 @@ export class ChangeTailer {
     }, this.horizonDelay);
     this.horizonTimer.unref();
     this.horizonDelay = Math.min(this.horizonDelay * 2, HORIZON_RETRY_MAX_MS);
+  }
+
+  /**
+   * Changes have waited long: name the transaction they wait for, once per transaction, so an
+   * operator can end it (docs/scaling.md, "Failure modes").
+   */
+  private async reportOpenTransaction(waitedMs: number) {
+    try {
+      const open = await oldestOpenTransaction(this.store.db);
+      if (!open || open.pid === this.warnedAbout) return;
+      this.warnedAbout = open.pid;
+      this.logger.warn(
+        { transaction: open, waitedMs },
+        'event stream: changes wait for a transaction still open on the PostgreSQL server',
+      );
+    } catch (err) {
+      this.logger.warn(
+        { err },
+        'event stream: changes wait for a running transaction; it could not be named',
+      );
+    }
   }
 
   /** A dedicated connection LISTENing for commits of every process sharing the database. */

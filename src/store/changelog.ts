@@ -141,3 +141,45 @@ export function startPruner(
     },
   };
 }
+
+/** The transaction that has held the change log's readers back longest (PostgreSQL), for an operator. */
+export interface OpenTransaction {
+  pid: number;
+  database: string | null;
+  user: string | null;
+  state: string | null;
+  /** Seconds since it began. */
+  openSeconds: number;
+  /** Its client's application_name. Its statement is not shown: another program's may hold secrets. */
+  application: string | null;
+}
+
+/**
+ * The oldest transaction with an id still running on the PostgreSQL server (any database): the
+ * one every reader of the log waits for (src/store/logposition.ts). Undefined on SQLite, or when
+ * none is running.
+ */
+export async function oldestOpenTransaction(db: Db): Promise<OpenTransaction | undefined> {
+  if (db.dialect !== 'postgres') return undefined;
+  const r = await sql<{
+    pid: number;
+    datname: string | null;
+    usename: string | null;
+    state: string | null;
+    open_s: string | null;
+    application_name: string | null;
+  }>`SELECT pid, datname, usename, state, extract(epoch FROM now() - xact_start)::text AS open_s,
+      application_name
+    FROM pg_stat_activity WHERE backend_xid IS NOT NULL
+    ORDER BY age(backend_xid) DESC LIMIT 1`.execute(db.kysely);
+  const row = r.rows[0];
+  if (!row) return undefined;
+  return {
+    pid: Number(row.pid),
+    database: row.datname,
+    user: row.usename,
+    state: row.state,
+    openSeconds: Math.round(Number(row.open_s ?? 0) * 10) / 10,
+    application: row.application_name || null,
+  };
+}

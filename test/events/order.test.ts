@@ -288,4 +288,57 @@ describe.each(backends())('change-log order with concurrent writers on %s', (bac
         await early.end();
       }
     }, 30_000);
+  if (backend === 'postgres')
+    it('names the transaction changes wait for when they wait long, without its statement', async () => {
+      const lines: {
+        msg?: string;
+        transaction?: { pid: number; openSeconds: number; application: string };
+      }[] = [];
+      const logger = pino({ level: 'warn' }, { write: (l: string) => lines.push(JSON.parse(l)) });
+      const n0 = nodes[0] as Node;
+      const watcher = new ChangeTailer(
+        n0.store,
+        () => {},
+        () => false,
+        logger,
+        {
+          pollIntervalMs: 500,
+          batchSize: 100,
+          horizonWarnMs: 300,
+        },
+      );
+      await watcher.start();
+      const open = new pg.Client({
+        connectionString: n0.db.pool?.options.connectionString,
+        application_name: 'left-open',
+      });
+      await open.connect();
+      try {
+        await open.query('BEGIN');
+        const pid = (await open.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]?.pid;
+        // A statement with a literal that must not reach the log.
+        await open.query(`SELECT pg_current_xact_id(), 'secret-literal-${process.pid}'`);
+        await (nodes[1] as Node).store.create(Group, { Name: 'waits' });
+        const deadline = Date.now() + 5_000;
+        while (!lines.some((l) => l.transaction?.pid === pid) && Date.now() < deadline) {
+          watcher.wake();
+          await new Promise((r) => setTimeout(r, 50));
+        }
+        const warned = lines.find((l) => l.transaction?.pid === pid);
+        expect(warned?.msg).toBe(
+          'event stream: changes wait for a transaction still open on the PostgreSQL server',
+        );
+        expect(warned?.transaction?.application).toBe('left-open');
+        expect(JSON.stringify(lines)).not.toContain('secret-literal');
+        // Once: waiting on, the same transaction is not logged again.
+        await new Promise((r) => setTimeout(r, 800));
+        watcher.wake();
+        await new Promise((r) => setTimeout(r, 100));
+        expect(lines.filter((l) => l.transaction?.pid === pid)).toHaveLength(1);
+      } finally {
+        await open.query('ROLLBACK').catch(() => {});
+        await open.end();
+        await watcher.close();
+      }
+    }, 30_000);
 });
