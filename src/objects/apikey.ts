@@ -22,6 +22,8 @@ export const hashApiKey = (key: string) => createHash('sha256').update(key).dige
 
 export const APIKey: ObjectType = {
   kind: 'APIKey',
+  // Other instances cache validated keys (src/auth/keycache.ts).
+  cachedElsewhere: 'changes',
   path: 'apikeys',
   identity: 'generated',
   ops: ALL_OPS,

@@ -49,6 +49,8 @@ export function checkTests(v: string): string | undefined {
 /** A tenant's JavaScript, run in a sandbox on one hook (docs/scripts.md), with its tests. */
 export const Script: ObjectType = {
   kind: 'Script',
+  // Other instances cache enabled scripts (src/scripts/runner.ts).
+  cachedElsewhere: 'all',
   path: 'scripts',
   identity: 'generated',
   ops: ALL_OPS,

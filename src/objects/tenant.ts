@@ -7,6 +7,8 @@ export const TENANT_ID = 'tenant';
 
 export const Tenant: ObjectType = {
   kind: 'Tenant',
+  // Other instances cache script settings (src/scripts/runner.ts).
+  cachedElsewhere: 'all',
   path: 'tenant',
   identity: 'singleton',
   ops: ['get', 'update'],

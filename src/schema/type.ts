@@ -79,6 +79,14 @@ export interface ObjectType {
   fieldRules?: Record<string, FieldRule>;
   /** Extra lookup keys (name → value) indexed for this object, derived from hidden state. */
   lookupKeys?: (doc: Doc, secret: Doc) => Record<string, string>;
+  /**
+   * Other instances sharing the database keep caches derived from objects of this type
+   * (validated API keys, enabled scripts): a write is answered only once they have been told of
+   * it (src/store/pgwrite.ts, CommitNotifier). 'changes': of its updates and deletions; 'all':
+   * of its creations too. Writes of other types are announced a few milliseconds later, together
+   * with others, and answered without waiting for that.
+   */
+  cachedElsewhere?: 'changes' | 'all';
 }
 
 /** The fields a client's body may carry: the type's fields and its write-only ones. */

@@ -465,7 +465,11 @@ export class ObjectStore {
     let told: Promise<void> | undefined;
     if (this.concurrent) {
       result = await pgWrite(this.db, async (tx) => ({ result: await run(tx), changes }));
-      if (changes.length > 0) told = this.notifier?.committed(changes);
+      if (changes.length > 0)
+        told = this.notifier?.committed(
+          changes,
+          changes.some((c) => c.prompt === true),
+        );
     } else {
       result = await this.k.transaction().execute(async (tx) => {
         const r = await run(tx);
@@ -474,7 +478,7 @@ export class ObjectStore {
       });
     }
     this.commits.emit('commit', altered);
-    // Answered once the other instances have been told (pgwrite.ts, CommitNotifier).
+    // Answered once the other instances have been told, where they cache what changed (pgwrite.ts, CommitNotifier).
     await told;
     return result;
   }
@@ -524,7 +528,9 @@ export class ObjectStore {
     const etag = `"${randomBytes(12).toString('base64url')}"`;
     const pending = this.pending.get(tx);
     if (!pending) throw new Error('a change outside a write transaction');
-    pending.push({ type: type.kind, id, data, etag, time: now, ...object });
+    const cached = type.cachedElsewhere;
+    const prompt = cached === 'all' || (cached === 'changes' && object?.object !== 'insert');
+    pending.push({ type: type.kind, id, data, etag, time: now, ...object, ...(prompt ? { prompt } : {}) });
     return etag;
   }
 

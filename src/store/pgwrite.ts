@@ -45,6 +45,8 @@ export interface PendingChange {
   createTime?: number;
   /** The object's hidden state as stored (JSON or null), for `object`. */
   secret?: string | null;
+  /** Other instances cache what this change touches (ObjectType.cachedElsewhere): tell them before answering. */
+  prompt?: boolean;
 }
 
 type Tx = Transaction<Database>;
@@ -142,9 +144,13 @@ export function oneChangeStatement(c: PendingChange) {
  * write made the writes of every instance commit one at a time (docs/benchmarks.md, "Prepared
  * statements and commits side by side").
  *
- * A write is answered only once its NOTIFY has committed, as when the NOTIFY was part of it: a
- * client told that a key is deleted finds it refused by every listening instance (their caches
- * drop it when the notification arrives, src/auth/keycache.ts).
+ * A write whose changes other instances keep caches of (ObjectType.cachedElsewhere: API keys,
+ * users, scripts, the tenant) is answered only once its NOTIFY has committed, as when the NOTIFY
+ * was part of it: a client told that a key is deleted finds it refused by every listening
+ * instance (their caches drop it when the notification arrives, src/auth/keycache.ts). Other
+ * writes are answered at once and announced within LAZY_NOTIFY_MS, together with whatever else
+ * commits meanwhile: their only readers elsewhere are event streams, and a NOTIFY is a
+ * transaction of its own, with its WAL flush, plus a wake-up of every listening instance.
  *
  * One NOTIFY is in flight per store at a time. Writes that commit meanwhile are announced together
  * by the next one, with the kinds they updated or deleted and the kinds they created merged: under
@@ -159,36 +165,59 @@ export function oneChangeStatement(c: PendingChange) {
 export class CommitNotifier {
   private updated = new Set<string>();
   private created = new Set<string>();
+  /** Writes committed since the last NOTIFY was sent. */
+  private unannounced = false;
   /** The writes waiting for the next NOTIFY. */
   private waiting: (() => void)[] = [];
   private sending: Promise<void> | undefined;
+  private later: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly pool: pg.Pool,
     private readonly writer: string,
   ) {}
 
-  /** A write committed with these changes; resolves once a NOTIFY naming them has been sent (or failed). */
-  committed(changes: readonly PendingChange[]): Promise<void> {
+  /**
+   * A write committed with these changes. `prompt`: other instances cache what it changed; the
+   * promise resolves once a NOTIFY naming them has been sent (or failed). Otherwise it resolves at
+   * once, and the NOTIFY follows within LAZY_NOTIFY_MS.
+   */
+  committed(changes: readonly PendingChange[], prompt: boolean): Promise<void> {
     for (const ch of changes) (ch.object === 'insert' ? this.created : this.updated).add(ch.type);
+    this.unannounced = true;
+    if (!prompt) {
+      if (!this.sending && !this.later) {
+        this.later = setTimeout(this.sendNow, LAZY_NOTIFY_MS);
+        this.later.unref();
+      }
+      return Promise.resolve();
+    }
     const told = new Promise<void>((resolve) => this.waiting.push(resolve));
-    this.sending ??= this.send();
+    this.sendNow();
     return told;
   }
 
+  private readonly sendNow = () => {
+    clearTimeout(this.later);
+    this.later = undefined;
+    this.sending ??= this.send();
+  };
+
   /** Resolves once every write committed so far has been announced (or its NOTIFY failed). */
   async settled(): Promise<void> {
+    if (this.later) this.sendNow();
     while (this.sending) await this.sending;
   }
 
   private async send() {
-    while (this.waiting.length > 0) {
+    while (this.unannounced) {
       const updated = this.updated;
       const created = this.created;
       const waiting = this.waiting;
       this.updated = new Set();
       this.created = new Set();
       this.waiting = [];
+      this.unannounced = false;
       const payload = JSON.stringify({ w: this.writer, u: [...updated], c: [...created] });
       try {
         await this.pool.query('SELECT pg_notify($1, $2)', [CHANGES_CHANNEL, payload]);
@@ -202,6 +231,13 @@ export class CommitNotifier {
     this.sending = undefined;
   }
 }
+
+/**
+ * How long a write that no other instance caches anything of waits at most to be announced: long
+ * enough that under load one NOTIFY announces many writes, short against an event stream's
+ * latency.
+ */
+export const LAZY_NOTIFY_MS = 5;
 
 /** A change notification read back: undefined when it is not one of ours (then: drop everything). */
 export function readChangeNotice(

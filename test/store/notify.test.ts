@@ -1,10 +1,20 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { APIKey } from '../../src/objects/apikey.js';
 import { Group } from '../../src/objects/group.js';
+import { Script } from '../../src/objects/script.js';
+import { Tenant } from '../../src/objects/tenant.js';
+import { User } from '../../src/objects/user.js';
+import type { ObjectType } from '../../src/schema/type.js';
 import { type Db, openDb } from '../../src/store/db.js';
 import { migrate } from '../../src/store/migrations.js';
 import { ObjectStore } from '../../src/store/objects.js';
-import { CHANGES_CHANNEL, CommitNotifier, readChangeNotice } from '../../src/store/pgwrite.js';
+import {
+  CHANGES_CHANNEL,
+  CommitNotifier,
+  LAZY_NOTIFY_MS,
+  readChangeNotice,
+} from '../../src/store/pgwrite.js';
 import { backends } from '../helpers.js';
 import { createPgDatabase } from '../pg.js';
 
@@ -138,17 +148,20 @@ describe.skipIf(!backends().includes('postgres'))('commit notifications on Postg
       },
     };
     const notifier = new CommitNotifier(pool as unknown as pg.Pool, 'w1');
-    notifier.committed([{ type: 'User', id: 'a', data: null, etag: '"e"', time: 0 }]);
+    notifier.committed([{ type: 'User', id: 'a', data: null, etag: '"e"', time: 0 }], true);
     await notifier.settled();
     expect(sent).toEqual([]);
-    notifier.committed([{ type: 'Group', id: 'b', data: '{}', etag: '"f"', time: 0, object: 'insert' }]);
+    notifier.committed(
+      [{ type: 'Group', id: 'b', data: '{}', etag: '"f"', time: 0, object: 'insert' }],
+      true,
+    );
     await notifier.settled();
     expect(sent.map((p) => readChangeNotice(p))).toEqual([
       { writer: 'w1', updated: new Set(['User']), created: new Set(['Group']) },
     ]);
   });
 
-  it('a write is answered only once its notification is sent; writes meanwhile share the next one', async () => {
+  it('a write other instances cache is answered only once its notification is sent; writes meanwhile share the next one', async () => {
     const sent: string[] = [];
     const inFlight: (() => void)[] = [];
     const pool = {
@@ -161,7 +174,7 @@ describe.skipIf(!backends().includes('postgres'))('commit notifications on Postg
     const notifier = new CommitNotifier(pool as unknown as pg.Pool, 'w2');
     const answered: string[] = [];
     const write = (name: string, type: string, object?: 'insert') =>
-      notifier.committed([{ type, id: name, data: null, etag: '"e"', time: 0, object }]).then(() => {
+      notifier.committed([{ type, id: name, data: null, etag: '"e"', time: 0, object }], true).then(() => {
         answered.push(name);
       });
     const first = write('a', 'User');
@@ -189,5 +202,93 @@ describe.skipIf(!backends().includes('postgres'))('commit notifications on Postg
     expect(answered).toEqual(['a', 'b', 'c', 'd']);
     await notifier.settled();
     expect(sent).toHaveLength(2);
+  });
+
+  it('a write no other instance caches is answered at once and announced within LAZY_NOTIFY_MS, with the others of that moment', async () => {
+    const sent: { at: number; payload: string }[] = [];
+    const pool = {
+      query: async (_text: string, values: unknown[]) => {
+        sent.push({ at: performance.now(), payload: String(values[1]) });
+      },
+    };
+    const notifier = new CommitNotifier(pool as unknown as pg.Pool, 'w3');
+    const t0 = performance.now();
+    const group = (id: string) => [
+      { type: 'Group', id, data: '{}', etag: '"e"', time: 0, object: 'insert' as const },
+    ];
+    let answered = 0;
+    await Promise.all(
+      ['a', 'b', 'c'].map((id) => notifier.committed(group(id), false).then(() => answered++)),
+    );
+    expect(answered).toBe(3);
+    expect(sent).toEqual([]);
+    await new Promise((r) => setTimeout(r, LAZY_NOTIFY_MS + 50));
+    expect(sent).toHaveLength(1);
+    expect((sent[0]?.at ?? 0) - t0).toBeGreaterThanOrEqual(LAZY_NOTIFY_MS - 1);
+    expect(readChangeNotice(sent[0]?.payload ?? '')).toEqual({
+      writer: 'w3',
+      updated: new Set(),
+      created: new Set(['Group']),
+    });
+    // A prompt write does not wait for the lazy delay, and takes what is pending with it.
+    notifier.committed(group('d'), false);
+    await notifier.committed([{ type: 'APIKey', id: 'k', data: null, etag: '"e"', time: 0 }], true);
+    expect(sent).toHaveLength(2);
+    expect(readChangeNotice(sent[1]?.payload ?? '')).toEqual({
+      writer: 'w3',
+      updated: new Set(['APIKey']),
+      created: new Set(['Group']),
+    });
+    // Shutting down sends what is pending at once.
+    notifier.committed(group('e'), false);
+    await notifier.settled();
+    expect(sent).toHaveLength(3);
+  });
+
+  it('the store tells other instances before answering exactly the writes they cache: keys and users changed, scripts and the tenant', async () => {
+    const cases: [ObjectType, 'create' | 'update', boolean][] = [
+      [Group, 'create', false],
+      [Group, 'update', false],
+      [User, 'create', false],
+      [User, 'update', true],
+      [Script, 'create', true],
+    ];
+    for (const [type, op, prompt] of cases) {
+      const calls: boolean[] = [];
+      const notifier = store.notifier as CommitNotifier;
+      const real = notifier.committed.bind(notifier);
+      notifier.committed = (changes, p) => {
+        calls.push(p);
+        return real(changes, p);
+      };
+      try {
+        const body =
+          type === Script
+            ? { Name: `s${Math.random()}`, Hook: 'user-write', Source: 'export default () => {}' }
+            : type === Group
+              ? { Name: `p${Math.random()}` }
+              : {};
+        const { obj } = await store.create(type, body);
+        if (op === 'update') {
+          calls.length = 0;
+          await store.update(
+            type,
+            obj.id,
+            type === Group
+              ? { Name: `q${Math.random()}` }
+              : { UserName: `u${Math.floor(Math.random() * 1e9)}` },
+            '*',
+          );
+        }
+      } finally {
+        notifier.committed = real;
+      }
+      expect([type.kind, op, calls]).toEqual([type.kind, op, [prompt]]);
+    }
+    // Their notifications are read before the listener closes.
+    await store.notifier?.settled();
+    await delivered();
+    expect(APIKey.cachedElsewhere).toBe('changes');
+    expect(Tenant.cachedElsewhere).toBe('all');
   });
 });
