@@ -35,13 +35,15 @@ export interface TailerOptions {
 /**
  * The one reader of the change log in this process. It keeps a position (the place in the log of
  * the last change delivered, src/store/logposition.ts) and, whenever woken, reads every change
- * after it in log order and hands each batch to `deliver` synchronously, then advances. Wake-ups: the store's in-process 'commit'
- * event, PostgreSQL NOTIFY on CHANGES_CHANNEL (writes of other processes), and a slow poll, so a
- * lost notification only delays a change, never loses it.
+ * after it in log order and hands each batch to `deliver` synchronously, then advances.
+ * Wake-ups: the store's in-process 'commit' event, PostgreSQL NOTIFY on CHANGES_CHANNEL (writes
+ * of other processes), and a slow poll, so a lost notification only delays a change, never
+ * loses it.
  *
  * Subscribers that register between two deliveries receive every change after `position`;
- * together with a snapshot taken at a sequence number >= position (src/events/snapshot.ts) that
- * leaves no gap and, after dropping the changes the snapshot saw, no duplicate.
+ * together with a snapshot read after registering (src/events/snapshot.ts), which saw every change
+ * delivered before, that leaves no gap and, after dropping the changes the snapshot saw, no
+ * duplicate.
  */
 export class ChangeTailer {
   /** Every change up to here has been delivered. */

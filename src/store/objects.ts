@@ -12,7 +12,7 @@ import type { Actor, ObjectType } from '../schema/type.js';
 import type { Database, Db } from './db.js';
 import { type ListPage, type ListQuery, listObjects } from './listquery.js';
 import { NamedLocks } from './locks.js';
-import { LOG_START, type LogPosition } from './logposition.js';
+import { isAfter, LOG_START, type LogPosition } from './logposition.js';
 import {
   CommitNotifier,
   keyTaken,
@@ -326,17 +326,24 @@ export class ObjectStore {
 
   /**
    * The newest place in the log that a reader may take as read (src/store/logposition.ts): on
-   * PostgreSQL the last row of the transactions older than every one still running.
+   * PostgreSQL the last row of the transactions older than every one still running, or the
+   * pruner's mark when that is later (the pruner keeps the row with the newest sequence number,
+   * which need not be the last in the log's order): a reader starting there has lost nothing.
    */
   async lastPosition(): Promise<LogPosition> {
     if (!this.concurrent) return { tx: '0', seq: await this.lastSeq() };
     // Qualified: a bare `tx` in ORDER BY would name the text output column and sort as text.
-    const r = await sql<{ tx: string; seq: string }>`SELECT c.tx::text AS tx, c.seq FROM changes c
-      WHERE c.tx < pg_snapshot_xmin(pg_current_snapshot()) ORDER BY c.tx DESC, c.seq DESC LIMIT 1`.execute(
-      this.k,
-    );
+    const r = await sql<{ tx: string; seq: string; ptx: string; pseq: string }>`SELECT c.tx::text AS tx,
+        c.seq, p.tx::text AS ptx, p.seq AS pseq
+      FROM changes_pruned p LEFT JOIN LATERAL (SELECT tx, seq FROM changes
+        WHERE tx < pg_snapshot_xmin(pg_current_snapshot()) ORDER BY tx DESC, seq DESC LIMIT 1) c ON true
+      WHERE p.id = 1`.execute(this.k);
     const row = r.rows[0];
-    return row ? { tx: row.tx, seq: Number(row.seq) } : LOG_START;
+    if (!row) return LOG_START;
+    const pruned = { tx: row.ptx, seq: Number(row.pseq) };
+    if (row.tx === null || row.tx === undefined) return pruned;
+    const last = { tx: row.tx, seq: Number(row.seq) };
+    return isAfter(pruned, last) ? pruned : last;
   }
 
   /**

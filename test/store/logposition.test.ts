@@ -89,6 +89,22 @@ describe.skipIf(!backends().includes('postgres'))(
       await sql`DELETE FROM changes WHERE id IN ('tx9', 'tx99', 'tx100')`.execute(db.kysely);
     });
 
+    it('starts a reader after the mark of the pruner when that is later than the last row left', async () => {
+      const store = new ObjectStore(db);
+      await sql`INSERT INTO changes (tx, type, id, data, etag, time) VALUES
+      ('5'::xid8, 'Group', 'kept', '{}', '"e"', 0)`.execute(db.kysely);
+      const last = await store.lastPosition();
+      await sql`UPDATE changes_pruned SET tx = ${last.tx}::xid8, seq = ${last.seq + 1000} WHERE id = 1`.execute(
+        db.kysely,
+      );
+      try {
+        expect(await store.lastPosition()).toEqual({ tx: last.tx, seq: last.seq + 1000 });
+      } finally {
+        await sql`UPDATE changes_pruned SET tx = '0', seq = 0 WHERE id = 1`.execute(db.kysely);
+        await sql`DELETE FROM changes WHERE id = 'kept'`.execute(db.kysely);
+      }
+    });
+
     it('saw a change committed before it behind an older open transaction, and not that transaction’s', async () => {
       const open = new pg.Client({ connectionString: url });
       const other = new pg.Client({ connectionString: url });
