@@ -2,8 +2,8 @@ import pg from 'pg';
 import type { Logger } from 'pino';
 import { oldestOpenTransaction } from '../store/changelog.js';
 import { isAfter, LOG_START, type LogPosition } from '../store/logposition.js';
+import { readChangeNotice } from '../store/notifier.js';
 import { CHANGES_CHANNEL, type Change, type ObjectStore } from '../store/objects.js';
-import { readChangeNotice } from '../store/pgwrite.js';
 import { SupersededChanges } from './superseded.js';
 
 /** While nobody listens, how often at most the position follows the log (one query each time). */

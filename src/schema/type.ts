@@ -82,7 +82,7 @@ export interface ObjectType {
   /**
    * Other instances sharing the database keep caches derived from objects of this type
    * (validated API keys, enabled scripts): a write is answered only once they have been told of
-   * it (src/store/pgwrite.ts, CommitNotifier). 'changes': of its updates and deletions; 'all':
+   * it (src/store/notifier.ts, CommitNotifier). 'changes': of its updates and deletions; 'all':
    * of its creations too. Writes of other types are announced a few milliseconds later, together
    * with others, and answered without waiting for that.
    */

@@ -13,14 +13,8 @@ import type { Database, Db } from './db.js';
 import { type ListPage, type ListQuery, listObjects } from './listquery.js';
 import { NamedLocks } from './locks.js';
 import { isAfter, LOG_START, type LogPosition } from './logposition.js';
-import {
-  CommitNotifier,
-  keyTaken,
-  lostRace,
-  type PendingChange,
-  pgWrite,
-  WRITE_ATTEMPTS,
-} from './pgwrite.js';
+import { CommitNotifier } from './notifier.js';
+import { keyTaken, lostRace, type PendingChange, pgWrite, WRITE_ATTEMPTS } from './pgwrite.js';
 import { allWritable, checkRefs, keysOf, prepare, writeKeys } from './typerules.js';
 
 export type { ListPage } from './listquery.js';
@@ -485,7 +479,7 @@ export class ObjectStore {
       });
     }
     this.commits.emit('commit', altered);
-    // Answered once the other instances have been told, where they cache what changed (pgwrite.ts, CommitNotifier).
+    // Answered once the other instances have been told, where they cache what changed (notifier.ts).
     await told;
     return result;
   }

@@ -73,7 +73,7 @@ describe.each(backends())('event streams across instances on %s', (backend) => {
       const pool = a.db.pool as NonNullable<Db['pool']>;
       const killed = await pool.query(
         `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-        WHERE datname = current_database() AND query ILIKE 'LISTEN%' AND pid <> pg_backend_pid()`,
+        WHERE datname = current_database() AND (query ILIKE 'LISTEN%' OR query = 'SELECT 1') AND pid <> pg_backend_pid()`,
       );
       expect(killed.rowCount).toBeGreaterThan(0);
       const { obj } = await a.store.create(Group, { Name: 'while-deaf' });
@@ -183,10 +183,12 @@ describe.each(backends())('event streams across instances on %s', (backend) => {
       expect(sock.closedWith).toBeUndefined();
       // Every LISTEN connection of this database goes (a PostgreSQL restart or failover), and the
       // session ends meanwhile: its signal reaches nobody, as on the instance that handled it.
+      // A listener's last statement is LISTEN, or, once it is older than a poll interval, the
+      // tailer's liveness check (SELECT 1).
       const pool = a.db.pool as NonNullable<Db['pool']>;
       const killed = await pool.query(
         `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-        WHERE datname = current_database() AND query ILIKE 'LISTEN%' AND pid <> pg_backend_pid()`,
+        WHERE datname = current_database() AND (query ILIKE 'LISTEN%' OR query = 'SELECT 1') AND pid <> pg_backend_pid()`,
       );
       expect(killed.rowCount).toBeGreaterThan(0);
       await sql`DELETE FROM sessions WHERE id = ${session.id}`.execute(a.db.kysely);

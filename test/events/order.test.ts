@@ -81,7 +81,7 @@ describe.each(backends())('change-log order with concurrent writers on %s', (bac
     try {
       await admin.query(
         `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-          WHERE datname = $1 AND pid <> pg_backend_pid() AND query ILIKE 'LISTEN%'`,
+          WHERE datname = $1 AND pid <> pg_backend_pid() AND (query ILIKE 'LISTEN%' OR query = 'SELECT 1')`,
         [dbName],
       );
     } finally {

@@ -8,13 +8,9 @@ import { User } from '../../src/objects/user.js';
 import type { ObjectType } from '../../src/schema/type.js';
 import { type Db, openDb } from '../../src/store/db.js';
 import { migrate } from '../../src/store/migrations.js';
+import { CommitNotifier, LAZY_NOTIFY_MS, readChangeNotice } from '../../src/store/notifier.js';
 import { ObjectStore } from '../../src/store/objects.js';
-import {
-  CHANGES_CHANNEL,
-  CommitNotifier,
-  LAZY_NOTIFY_MS,
-  readChangeNotice,
-} from '../../src/store/pgwrite.js';
+import { CHANGES_CHANNEL } from '../../src/store/pgwrite.js';
 import { backends } from '../helpers.js';
 import { createPgDatabase } from '../pg.js';
 
