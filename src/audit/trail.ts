@@ -6,6 +6,7 @@ import type { ObjectType } from '../schema/type.js';
 import type { Db } from '../store/db.js';
 import { fixedQuery } from '../store/fixed.js';
 import { type ListPage, type ListQuery, listObjects } from '../store/listquery.js';
+import { LOG_START, type LogPosition } from '../store/logposition.js';
 import { newId } from '../store/objects.js';
 import { perService, type ServiceContext, stateOf } from '../store/service.js';
 
@@ -164,12 +165,10 @@ export const listAudit = (db: Db, q: ListQuery): Promise<ListPage> =>
  * holding n - 1 was still open would never see that entry. So the stream reads in the order of
  * (transaction id, sequence number), and only entries of transactions older than every one still
  * running (`pg_snapshot_xmin`): nothing can appear behind its position any more. On SQLite, with
- * one writer, the sequence number alone (tx is '0').
+ * one writer, the sequence number alone (tx is '0'). The change log's places are the same
+ * (src/store/logposition.ts).
  */
-export interface AuditPosition {
-  tx: string;
-  seq: number;
-}
+export type AuditPosition = LogPosition;
 
 type AuditRow = { tx: string | null; seq: number | string; id: string; data: string };
 
@@ -201,7 +200,7 @@ export async function auditStart(db: Db, back: number): Promise<AuditPosition> {
           db.kysely,
         );
   const row = r.rows[0];
-  return row ? { tx: row.tx ?? '0', seq: Number(row.seq) } : { tx: '0', seq: 0 };
+  return row ? { tx: row.tx ?? '0', seq: Number(row.seq) } : LOG_START;
 }
 
 /**
