@@ -3,7 +3,7 @@ import { ALL_OPS, FULL, type ObjectType, READ } from '../schema/type.js';
 
 export const User: ObjectType = {
   kind: 'User',
-  // Other instances cache validated keys carry their user (src/auth/keycache.ts).
+  // Other instances cache validated keys with their user (src/auth/keycache.ts).
   cachedElsewhere: 'changes',
   path: 'users',
   identity: 'generated',

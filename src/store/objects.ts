@@ -326,7 +326,8 @@ export class ObjectStore {
    */
   async lastPosition(): Promise<LogPosition> {
     if (!this.concurrent) return { tx: '0', seq: await this.lastSeq() };
-    // Qualified: a bare `tx` in ORDER BY would name the text output column and sort as text.
+    // Ordered inside the subquery, on the xid8 column; made text only outside it (an ORDER BY
+    // beside a `tx::text AS tx` output column would sort as text).
     const r = await sql<{ tx: string; seq: string; ptx: string; pseq: string }>`SELECT c.tx::text AS tx,
         c.seq, p.tx::text AS ptx, p.seq AS pseq
       FROM changes_pruned p LEFT JOIN LATERAL (SELECT tx, seq FROM changes

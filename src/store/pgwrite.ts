@@ -23,8 +23,8 @@ import { databaseUnavailable } from './unavailable.js';
  * - The same statement returns the transaction's id (`pg_current_xact_id()`): when the
  *   connection is lost during COMMIT the outcome is asked on a fresh connection
  *   (`pg_xact_status`), so a write that committed is answered as done.
- * - The other instances hear of the write after it committed, from CommitNotifier (notifier.ts): a NOTIFY inside
- *   the transaction would make every write of every instance commit one at a time.
+ * - The other instances hear of the write after it committed, from CommitNotifier (notifier.ts):
+ *   a NOTIFY inside the transaction would make every write of every instance commit one at a time.
  */
 
 /** The PostgreSQL NOTIFY channel announcing committed writes (LISTENed to by the event tailer). */
