@@ -1,8 +1,8 @@
 import type { FastifyRequest } from 'fastify';
 import { insideRegions } from '../core/regions.js';
-import { TENANT_ID, Tenant } from '../objects/tenant.js';
 import type { Doc } from '../schema/fields.js';
 import type { ServiceContext } from '../store/service.js';
+import { tenantCacheOf } from './tenantcache.js';
 
 /**
  * The integrity scale: how sure the service is about who holds a session. Ordered; a session
@@ -99,8 +99,8 @@ const TENANT_FIELD: Record<OperationClass, string> = {
   admin: 'IntegrityAdmin',
 };
 
-export async function tenantDoc(ctx: Pick<ServiceContext, 'store'>): Promise<Doc> {
-  return (await ctx.store.get(Tenant, TENANT_ID))?.doc ?? {};
+export function tenantDoc(ctx: Pick<ServiceContext, 'store' | 'state'>): Promise<Doc> {
+  return tenantCacheOf(ctx).get();
 }
 
 export function requiredLevel(tenant: Doc, cls: OperationClass): number {
