@@ -62,6 +62,12 @@ export interface Db {
    * transaction, exactly as when Kysely runs it outside one; it only skips the hand-off.
    */
   runSync?: <R>(sql: string, parameters: readonly unknown[]) => { rows: R[]; affected: number } | undefined;
+  /**
+   * SQLite only: a number that changes whenever any connection, of this process or another, has
+   * committed since the last call: `PRAGMA data_version` on the reader connection, which never
+   * writes and never holds a transaction open, so its own commits cannot hide anyone's.
+   */
+  readVersion?: () => number;
   close(): Promise<void>;
 }
 
@@ -213,9 +219,11 @@ export function openDb(
   const statements = cachingStatements(reader);
   const readSync = <R>(text: string, parameters: readonly unknown[]) =>
     statements.prepare(text).all(parameters) as R[];
+  const dataVersion = reader.prepare('PRAGMA data_version').pluck();
   return {
     ...base,
     readSync,
+    readVersion: () => dataVersion.get() as number,
     runSync: <R>(text: string, parameters: readonly unknown[]) => {
       if (sqlite.inTransaction) return undefined;
       const stmt = writer.prepare(text);

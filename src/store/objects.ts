@@ -15,6 +15,7 @@ import { NamedLocks } from './locks.js';
 import { isAfter, LOG_START, type LogPosition } from './logposition.js';
 import { CommitNotifier } from './notifier.js';
 import { keyTaken, lostRace, type PendingChange, pgWrite, WRITE_ATTEMPTS } from './pgwrite.js';
+import { RowCache } from './rowcache.js';
 import { allWritable, checkRefs, keysOf, prepare, writeKeys } from './typerules.js';
 
 export type { ListPage } from './listquery.js';
@@ -81,8 +82,12 @@ export class ObjectStore {
   /** Named locks for decisions that must not be made twice at once (locks.ts). */
   readonly locks: NamedLocks;
 
+  /** SQLite: rows read by `get`, kept while nothing is committed (rowcache.ts). */
+  private readonly rowCache: RowCache<StoredRow> | undefined;
+
   constructor(readonly db: Db) {
     this.commits.setMaxListeners(0);
+    this.rowCache = db.readVersion && db.readSync ? new RowCache(db.readVersion) : undefined;
     this.locks = new NamedLocks(db);
     this.notifier = db.pool ? new CommitNotifier(db.pool, this.notifyTag) : undefined;
   }
@@ -92,6 +97,8 @@ export class ObjectStore {
   }
 
   async get(type: ObjectType, id: string): Promise<StoredObject | undefined> {
+    const cached = this.rowCache?.lookup(type.kind, id);
+    if (cached?.row) return toStored(cached.row);
     const [row] = await this.fixed<StoredRow>(
       'get',
       () =>
@@ -102,6 +109,7 @@ export class ObjectStore {
           .where('id', '=', ''),
       [type.kind, id],
     );
+    if (row && cached) this.rowCache?.keep(type.kind, id, row, cached.at);
     return row && toStored(row);
   }
 

@@ -1,0 +1,161 @@
+import fc from 'fast-check';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { Group } from '../../src/objects/group.js';
+import { openDb } from '../../src/store/db.js';
+import { migrate } from '../../src/store/migrations.js';
+import { ObjectStore } from '../../src/store/objects.js';
+import { RowCache } from '../../src/store/rowcache.js';
+import { freshLocation } from '../helpers.js';
+
+/*
+ * On SQLite, `ObjectStore.get` keeps the rows it read while nothing at all is committed
+ * (src/store/rowcache.ts). Unlike the caches with a lifetime, it must never answer with a row
+ * older than the last commit, whoever made it: this process, another connection, another process.
+ */
+describe('the row cache of SQLite reads', () => {
+  let a: ObjectStore;
+  /** Another connection to the same file, as another process's would be. */
+  let b: ObjectStore;
+  let cleanup: () => Promise<void>;
+  beforeAll(async () => {
+    const loc = await freshLocation('sqlite');
+    a = new ObjectStore(openDb(loc.location));
+    await migrate(a.db);
+    b = new ObjectStore(openDb(loc.location));
+    cleanup = async () => {
+      await a.db.close();
+      await b.db.close();
+      await loc.cleanup();
+    };
+  });
+  afterAll(async () => cleanup?.());
+
+  const name = async (store: ObjectStore, id: string) => (await store.get(Group, id))?.doc.Description;
+  const rename = async (store: ObjectStore, id: string, Description: string) => {
+    const cur = await store.get(Group, id);
+    if (!cur) throw new Error(`no group ${id}`);
+    await store.update(Group, id, { Description }, cur.etag);
+  };
+
+  it('reads the database once while nothing is committed', async () => {
+    const { obj } = await a.create(Group, { Description: 'once' });
+    const reads = vi.spyOn(a.db, 'readSync');
+    try {
+      for (let i = 0; i < 5; i++) expect(await name(a, obj.id)).toBe('once');
+      expect(reads).toHaveBeenCalledTimes(1);
+    } finally {
+      reads.mockRestore();
+    }
+  });
+
+  it("answers with this process's and another connection's commits at once", async () => {
+    const { obj } = await a.create(Group, { Description: 'first' });
+    expect(await name(a, obj.id)).toBe('first');
+    await rename(a, obj.id, 'renamed here');
+    expect(await name(a, obj.id)).toBe('renamed here');
+    await rename(b, obj.id, 'renamed there');
+    expect(await name(a, obj.id)).toBe('renamed there');
+    await b.delete(Group, obj.id, (await b.get(Group, obj.id))?.etag ?? '');
+    expect(await a.get(Group, obj.id)).toBeUndefined();
+  });
+
+  it('never keeps a row read before a commit it did not see', async () => {
+    const { obj } = await a.create(Group, { Description: 'before' });
+    const read = a.db.readSync;
+    if (!read) throw new Error('SQLite has a synchronous reader');
+    // The read returns, then another connection commits before the row is kept.
+    let once = true;
+    const reads = vi.spyOn(a.db, 'readSync').mockImplementation(((
+      text: string,
+      params: readonly unknown[],
+    ) => {
+      const rows = read(text, params);
+      if (once) {
+        once = false;
+        b.db.runSync?.(`UPDATE objects SET data = json_set(data, '$.Description', 'after') WHERE id = ?`, [
+          obj.id,
+        ]);
+      }
+      return rows;
+    }) as typeof read);
+    try {
+      expect(await name(a, obj.id)).toBe('before');
+      expect(await name(a, obj.id)).toBe('after');
+    } finally {
+      reads.mockRestore();
+    }
+  });
+
+  it('does not let a slow read overwrite what a read after a commit kept', async () => {
+    const { obj } = await a.create(Group, { Description: 'old' });
+    const read = a.db.readSync;
+    if (!read) throw new Error('SQLite has a synchronous reader');
+    let second: Promise<unknown> | undefined;
+    let started = false;
+    // The first read returns the old row; before it is kept, another connection commits and a
+    // second read sees the commit, reads the new row and keeps it first.
+    const reads = vi.spyOn(a.db, 'readSync').mockImplementation(((
+      text: string,
+      params: readonly unknown[],
+    ) => {
+      const rows = read(text, params);
+      if (!started) {
+        started = true;
+        b.db.runSync?.(`UPDATE objects SET data = json_set(data, '$.Description', 'new') WHERE id = ?`, [
+          obj.id,
+        ]);
+        second = name(a, obj.id);
+      }
+      return rows;
+    }) as typeof read);
+    try {
+      expect(await name(a, obj.id)).toBe('old');
+      expect(await second).toBe('new');
+      expect(await name(a, obj.id)).toBe('new');
+    } finally {
+      reads.mockRestore();
+    }
+  });
+
+  it('hands every reader its own document', async () => {
+    const { obj } = await a.create(Group, { Description: 'own copy' });
+    const first = await a.get(Group, obj.id);
+    if (!first) throw new Error('just created');
+    first.doc.Description = 'changed by one request';
+    expect(await name(a, obj.id)).toBe('own copy');
+  });
+
+  it('any interleaving of writes here and elsewhere: every read answers the last commit', async () => {
+    const { obj } = await a.create(Group, { Description: 'v0' });
+    let last = 'v0';
+    let n = 0;
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(fc.constantFrom('write here', 'write there', 'read'), { maxLength: 30 }),
+        async (ops) => {
+          for (const op of ops) {
+            if (op === 'read') {
+              expect(await name(a, obj.id)).toBe(last);
+              continue;
+            }
+            last = `v${++n}`;
+            await rename(op === 'write here' ? a : b, obj.id, last);
+          }
+          expect(await name(a, obj.id)).toBe(last);
+        },
+      ),
+      { numRuns: 40 },
+    );
+  });
+
+  it('starts again empty when full', () => {
+    let version = 1;
+    const cache = new RowCache<string>(() => version);
+    const { at } = cache.lookup('Group', 'x');
+    for (let i = 0; i < 6000; i++) cache.keep('Group', `g${i}`, `row ${i}`, at);
+    expect(cache.lookup('Group', 'g5999').row).toBe('row 5999');
+    expect(cache.lookup('Group', 'g0').row).toBeUndefined();
+    version = 2;
+    expect(cache.lookup('Group', 'g5999').row).toBeUndefined();
+  });
+});
