@@ -6,7 +6,6 @@ import { NOT_AN_OPERATION, type RouteSchema } from '../core/routeschema.js';
 import { objectTypes } from '../objects/registry.js';
 import { TENANT_ID } from '../objects/tenant.js';
 import { access } from '../policy/grants.js';
-import type { Doc } from '../schema/fields.js';
 import type { Access, ObjectType, Op } from '../schema/type.js';
 import { parseListQuery, type RawListQuery } from '../store/listquery.js';
 import type { StoredObject } from '../store/objects.js';
@@ -35,9 +34,10 @@ export function authorize(req: FastifyRequest, type: ObjectType, op: Op): Access
 }
 
 /** With 'own' access, an object that is not the caller's is reported as missing (no existence leak). */
-function checkOwner(req: FastifyRequest, type: ObjectType, a: Access, doc: Doc, id: string) {
+function checkOwner(req: FastifyRequest, type: ObjectType, a: Access, obj: StoredObject, id: string) {
   if (a === 'all') return;
-  if (!type.ownerField || doc[type.ownerField] !== principalOf(req).userId) {
+  // Only here is the document parsed: an answer to a caller who may read all sends the stored text.
+  if (!type.ownerField || obj.doc[type.ownerField] !== principalOf(req).userId) {
     throw new ApiError('NotFound', `${type.kind} ${id} does not exist`);
   }
 }
@@ -128,7 +128,7 @@ function objectHandlers(ctx: ServiceContext, type: ObjectType) {
     const a = authorize(req, type, 'get');
     const obj = await store.get(type, id);
     if (!obj) throw new ApiError('NotFound', `${type.kind} ${id} does not exist`);
-    checkOwner(req, type, a, obj.doc, id);
+    checkOwner(req, type, a, obj, id);
     return sendObject(req, reply, type, obj);
   };
 
@@ -142,7 +142,7 @@ function objectHandlers(ctx: ServiceContext, type: ObjectType) {
       const a = authorize(req, type, op);
       const existing = await store.get(type, id);
       if (!existing) throw new ApiError('NotFound', `${type.kind} ${id} does not exist`);
-      checkOwner(req, type, a, existing.doc, id);
+      checkOwner(req, type, a, existing, id);
     }
     return ifMatchOf(req);
   };
