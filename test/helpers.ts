@@ -51,6 +51,28 @@ export async function freshStore(
   };
 }
 
+/**
+ * Two stores on one new, migrated database: two service instances on PostgreSQL, or two
+ * connections to one SQLite file as two processes would have. `close` closes both and drops it.
+ */
+export async function twoStores(
+  backend: Backend,
+): Promise<{ a: ObjectStore; b: ObjectStore; close: () => Promise<void> }> {
+  const loc = await freshLocation(backend);
+  const a = new ObjectStore(openDb(loc.location));
+  await migrate(a.db);
+  const b = new ObjectStore(openDb(loc.location));
+  return {
+    a,
+    b,
+    close: async () => {
+      await a.db.close();
+      await b.db.close();
+      await loc.cleanup();
+    },
+  };
+}
+
 export interface TestService {
   app: FastifyInstance;
   store: ObjectStore;

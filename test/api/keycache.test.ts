@@ -3,10 +3,8 @@ import { authenticateApiKey } from '../../src/auth/apikeys.js';
 import { KEY_CACHE_TTL_MS } from '../../src/auth/keycache.js';
 import { APIKey } from '../../src/objects/apikey.js';
 import { User } from '../../src/objects/user.js';
-import { openDb } from '../../src/store/db.js';
-import { migrate } from '../../src/store/migrations.js';
-import { ObjectStore } from '../../src/store/objects.js';
-import { backends, freshLocation } from '../helpers.js';
+import type { ObjectStore } from '../../src/store/objects.js';
+import { backends, twoStores } from '../helpers.js';
 
 describe.each(backends())('validated API keys are cached briefly on %s', (backend) => {
   let a: ObjectStore;
@@ -15,17 +13,9 @@ describe.each(backends())('validated API keys are cached briefly on %s', (backen
   let serviceA: { store: ObjectStore };
   let cleanup: () => Promise<void>;
   beforeAll(async () => {
-    const loc = await freshLocation(backend);
     // Two instances on one database.
-    a = new ObjectStore(openDb(loc.location));
-    await migrate(a.db);
+    ({ a, b, close: cleanup } = await twoStores(backend));
     serviceA = { store: a };
-    b = new ObjectStore(openDb(loc.location));
-    cleanup = async () => {
-      await a.db.close();
-      await b.db.close();
-      await loc.cleanup();
-    };
   });
   afterAll(async () => cleanup?.());
 

@@ -2,10 +2,8 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { tenantDoc } from '../../src/auth/integrity.js';
 import { TENANT_CACHE_TTL_MS } from '../../src/auth/tenantcache.js';
 import { TENANT_ID, Tenant } from '../../src/objects/tenant.js';
-import { openDb } from '../../src/store/db.js';
-import { migrate } from '../../src/store/migrations.js';
 import { ObjectStore } from '../../src/store/objects.js';
-import { backends, freshLocation } from '../helpers.js';
+import { backends, twoStores } from '../helpers.js';
 
 /*
  * The Tenant's settings are read at several steps of every sign-in (src/auth/tenantcache.ts).
@@ -18,17 +16,9 @@ describe.each(backends())('the Tenant cache on %s', (backend) => {
   let serviceA: { store: ObjectStore };
   let cleanup: () => Promise<void>;
   beforeAll(async () => {
-    const loc = await freshLocation(backend);
-    a = new ObjectStore(openDb(loc.location));
-    await migrate(a.db);
+    ({ a, b, close: cleanup } = await twoStores(backend));
     serviceA = { store: a };
-    b = new ObjectStore(openDb(loc.location));
     await a.create(Tenant, { Name: 'first' }, TENANT_ID);
-    cleanup = async () => {
-      await a.db.close();
-      await b.db.close();
-      await loc.cleanup();
-    };
   });
   afterAll(async () => cleanup?.());
 

@@ -1,11 +1,9 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { Group } from '../../src/objects/group.js';
-import { openDb } from '../../src/store/db.js';
-import { migrate } from '../../src/store/migrations.js';
-import { ObjectStore } from '../../src/store/objects.js';
+import type { ObjectStore } from '../../src/store/objects.js';
 import { RowCache } from '../../src/store/rowcache.js';
-import { freshLocation } from '../helpers.js';
+import { twoStores } from '../helpers.js';
 
 /*
  * On SQLite, `ObjectStore.get` keeps the rows it read while nothing at all is committed
@@ -18,15 +16,7 @@ describe('the row cache of SQLite reads', () => {
   let b: ObjectStore;
   let cleanup: () => Promise<void>;
   beforeAll(async () => {
-    const loc = await freshLocation('sqlite');
-    a = new ObjectStore(openDb(loc.location));
-    await migrate(a.db);
-    b = new ObjectStore(openDb(loc.location));
-    cleanup = async () => {
-      await a.db.close();
-      await b.db.close();
-      await loc.cleanup();
-    };
+    ({ a, b, close: cleanup } = await twoStores('sqlite'));
   });
   afterAll(async () => cleanup?.());
 
