@@ -28,17 +28,10 @@ export class KeyCache {
   generation = 0;
 
   constructor(store: ObjectStore) {
-    const clear = () => {
+    // A new object cannot change a validation already made; an updated or deleted key or user can.
+    store.onAltered([APIKey.kind, User.kind], () => {
       this.entries.clear();
       this.generation++;
-    };
-    // A new object cannot change a validation already made; an updated or deleted key or user can.
-    store.commits.on('commit', (altered?: ReadonlySet<string>) => {
-      if (!altered || altered.has(APIKey.kind) || altered.has(User.kind)) clear();
-    });
-    // Another instance's write: the same rule, when its notice names the kinds it updated or deleted.
-    store.commits.on('remote', (updated?: ReadonlySet<string>) => {
-      if (!updated || updated.has(APIKey.kind) || updated.has(User.kind)) clear();
     });
   }
 

@@ -19,15 +19,9 @@ export class TenantCache {
   private generation = 0;
 
   constructor(private readonly store: ObjectStore) {
-    const drop = () => {
+    store.onAltered([Tenant.kind], () => {
       this.value = undefined;
       this.generation++;
-    };
-    store.commits.on('commit', (altered?: ReadonlySet<string>) => {
-      if (!altered || altered.has(Tenant.kind)) drop();
-    });
-    store.commits.on('remote', (updated?: ReadonlySet<string>) => {
-      if (!updated || updated.has(Tenant.kind)) drop();
     });
   }
 

@@ -96,6 +96,22 @@ export class ObjectStore {
     return this.db.kysely;
   }
 
+  /**
+   * Runs `drop` after every commit that updated or deleted an object of one of `kinds`: at once
+   * for this store's, when its notice arrives for another instance's, and for every commit whose
+   * kinds are not known. The one rule of the caches built from objects (API keys, the Tenant):
+   * a new object cannot change what they hold, a changed or deleted one can.
+   */
+  onAltered(kinds: readonly string[], drop: () => void): void {
+    const touches = (altered?: ReadonlySet<string>) => !altered || kinds.some((k) => altered.has(k));
+    this.commits.on('commit', (altered?: ReadonlySet<string>) => {
+      if (touches(altered)) drop();
+    });
+    this.commits.on('remote', (updated?: ReadonlySet<string>) => {
+      if (touches(updated)) drop();
+    });
+  }
+
   async get(type: ObjectType, id: string): Promise<StoredObject | undefined> {
     const cached = this.rowCache?.lookup(type.kind, id);
     if (cached?.row) return toStored(cached.row);
