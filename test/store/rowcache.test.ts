@@ -49,61 +49,59 @@ describe('the row cache of SQLite reads', () => {
     expect(await a.get(Group, obj.id)).toBeUndefined();
   });
 
-  it('never keeps a row read before a commit it did not see', async () => {
-    const { obj } = await a.create(Group, { Description: 'before' });
+  /**
+   * Makes a's next read, once it has its rows and before they are kept, run `meanwhile`: another
+   * connection's commit of `Description`, then whatever else the test does at that moment.
+   * Returns the restore of a's reader.
+   */
+  const onNextRead = (id: string, Description: string, meanwhile: () => void = () => {}) => {
     const read = a.db.readSync;
     if (!read) throw new Error('SQLite has a synchronous reader');
-    // The read returns, then another connection commits before the row is kept.
-    let once = true;
+    let done = false;
     const reads = vi.spyOn(a.db, 'readSync').mockImplementation(((
       text: string,
       params: readonly unknown[],
     ) => {
       const rows = read(text, params);
-      if (once) {
-        once = false;
-        b.db.runSync?.(`UPDATE objects SET data = json_set(data, '$.Description', 'after') WHERE id = ?`, [
-          obj.id,
+      if (!done) {
+        done = true;
+        b.db.runSync?.(`UPDATE objects SET data = json_set(data, '$.Description', ?) WHERE id = ?`, [
+          Description,
+          id,
         ]);
+        meanwhile();
       }
       return rows;
     }) as typeof read);
+    return () => reads.mockRestore();
+  };
+
+  it('never keeps a row read before a commit it did not see', async () => {
+    const { obj } = await a.create(Group, { Description: 'before' });
+    // The read returns, then another connection commits before the row is kept.
+    const restore = onNextRead(obj.id, 'after');
     try {
       expect(await name(a, obj.id)).toBe('before');
       expect(await name(a, obj.id)).toBe('after');
     } finally {
-      reads.mockRestore();
+      restore();
     }
   });
 
   it('does not let a slow read overwrite what a read after a commit kept', async () => {
     const { obj } = await a.create(Group, { Description: 'old' });
-    const read = a.db.readSync;
-    if (!read) throw new Error('SQLite has a synchronous reader');
     let second: Promise<unknown> | undefined;
-    let started = false;
     // The first read returns the old row; before it is kept, another connection commits and a
     // second read sees the commit, reads the new row and keeps it first.
-    const reads = vi.spyOn(a.db, 'readSync').mockImplementation(((
-      text: string,
-      params: readonly unknown[],
-    ) => {
-      const rows = read(text, params);
-      if (!started) {
-        started = true;
-        b.db.runSync?.(`UPDATE objects SET data = json_set(data, '$.Description', 'new') WHERE id = ?`, [
-          obj.id,
-        ]);
-        second = name(a, obj.id);
-      }
-      return rows;
-    }) as typeof read);
+    const restore = onNextRead(obj.id, 'new', () => {
+      second = name(a, obj.id);
+    });
     try {
       expect(await name(a, obj.id)).toBe('old');
       expect(await second).toBe('new');
       expect(await name(a, obj.id)).toBe('new');
     } finally {
-      reads.mockRestore();
+      restore();
     }
   });
 
