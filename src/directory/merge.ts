@@ -42,8 +42,6 @@ const BOUND_SECRETS: Record<string, (userId: string) => string> = {
 const COMPANIONS: Record<string, string> = { TOTPLastStep: 'TOTPSecret' };
 /** Flags that say a factor is set up. */
 const FLAGS = ['HavePassword', 'HavePIN', 'HaveTOTPSecret'];
-/** Kept by each user (not a factor: a device trusted for one user is not trusted for another). */
-const NOT_MOVED = new Set(['TrustedDevices']);
 
 const RANK: Record<string, number> = { expired: 1, requested: 2, approved: 3, active: 4 };
 
@@ -109,7 +107,6 @@ export async function mergeUsers(
   // 2. The target takes what it lacks.
   const moved: Doc = {};
   for (const [k, v] of Object.entries(taken.secret)) {
-    if (NOT_MOVED.has(k)) continue;
     const bound = BOUND_SECRETS[k];
     moved[k] =
       bound && typeof v === 'string'

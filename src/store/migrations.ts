@@ -280,6 +280,44 @@ function migration0010(dialect: Dialect): Migration {
   };
 }
 
+function migration0011(dialect: Dialect): Migration {
+  return {
+    // Devices where a user completed a sign-in (src/auth/factors/devices.ts): rows of their own
+    // instead of a field of the user's hidden state, so that signing in on a new device no longer
+    // rewrites the User (its ETag, ModifyTime and a change event every subscriber saw). Devices
+    // recorded so far move here.
+    async up(db: Kysely<unknown>) {
+      const key = keyText(dialect);
+      await db.schema
+        .createTable('trusted_devices')
+        .addColumn('user_id', key, (c) => c.notNull())
+        .addColumn('tag', key, (c) => c.notNull())
+        .addColumn('last_used', 'bigint', (c) => c.notNull())
+        .addPrimaryKeyConstraint('trusted_devices_pk', ['user_id', 'tag'])
+        .execute();
+      await db.schema
+        .createIndex('trusted_devices_last_used')
+        .on('trusted_devices')
+        .columns(['last_used'])
+        .execute();
+      const { rows } = await sql<{ id: string; secret: string }>`
+        SELECT id, secret FROM objects WHERE type = 'User' AND secret LIKE '%"TrustedDevices"%'`.execute(db);
+      for (const { id, secret } of rows) {
+        const { TrustedDevices: devices, ...rest } = JSON.parse(secret) as Record<string, unknown>;
+        if (devices !== null && typeof devices === 'object' && !Array.isArray(devices))
+          for (const [tag, at] of Object.entries(devices))
+            if (typeof at === 'number')
+              await sql`INSERT INTO trusted_devices (user_id, tag, last_used) VALUES (${id}, ${tag}, ${at})`.execute(
+                db,
+              );
+        await sql`UPDATE objects SET secret = ${JSON.stringify(rest)} WHERE type = 'User' AND id = ${id}`.execute(
+          db,
+        );
+      }
+    },
+  };
+}
+
 /** The migrations in the order they apply (their names sort in that order). */
 const migrations = (dialect: Dialect): Record<string, Migration> => ({
   '0001_objects_changes': migration0001(dialect),
@@ -292,6 +330,7 @@ const migrations = (dialect: Dialect): Record<string, Migration> => ({
   '0008_federated_links': migration0008(dialect),
   '0009_audit_trail_tx': migration0009(dialect),
   '0010_changes_tx': migration0010(dialect),
+  '0011_trusted_devices': migration0011(dialect),
 });
 
 class StaticProvider implements MigrationProvider {

@@ -189,7 +189,7 @@ export async function proven(
     const user = await ctx.store.get(User, after.userId);
     const secret = await ctx.store.getSecret(User, after.userId);
     if (user && level >= (await reachableLevel(ctx, user.doc, secret)))
-      await rememberDevice(ctx, after.userId, after.deviceId, secret);
+      await rememberDevice(ctx, after.userId, after.deviceId);
   }
   return after;
 }
@@ -219,7 +219,7 @@ export async function regulated(
   what: string,
   check: () => Promise<boolean>,
 ): Promise<void> {
-  const f = factorKey(at.userId, factor, trustedTag(at.secret, at.deviceId));
+  const f = factorKey(at.userId, factor, await trustedTag(ctx, at.userId, at.deviceId));
   const a = addressKey(req.ip);
   await chargeAttempt(ctx, [a, f]);
   if (!(await check())) throw new ApiError('IncorrectCredential', `the ${what} is not correct`);

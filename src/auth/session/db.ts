@@ -35,10 +35,20 @@ export interface ThrottleTable {
   last_failure: number;
 }
 
+/** Migration 0011_trusted_devices: devices where a user completed a sign-in (factors/devices.ts). */
+export interface TrustedDevicesTable {
+  user_id: string;
+  /** deviceTag() of the device ID: never the ID itself, which is a cookie value. */
+  tag: string;
+  /** The last completed sign-in there (ms), rewritten at most every TRUSTED_DEVICES.refreshMs. */
+  last_used: number;
+}
+
 export type AuthTables = {
   sessions: SessionsTable;
   auth_keys: AuthKeysTable;
   auth_throttle: ThrottleTable;
+  trusted_devices: TrustedDevicesTable;
 };
 
 /** The service's Kysely handle, typed with the sign-in tables. */

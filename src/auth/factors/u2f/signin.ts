@@ -157,7 +157,7 @@ async function finishSignin(req: FastifyRequest, reply: FastifyReply, ctx: Servi
   }
   if (!userUsable(user.doc)) throw new ApiError('Forbidden', 'this user may not sign in');
   const secret = await ctx.store.getSecret(User, user.id);
-  const counter = factorKey(user.id, THROTTLE_NAME, trustedTag(secret, session.deviceId));
+  const counter = factorKey(user.id, THROTTLE_NAME, await trustedTag(ctx, user.id, session.deviceId));
   await chargeAttempt(ctx, [address, counter]);
   const cred = credentialsOf(secret).find((c) => c.ID === assertion.id);
   if (!cred) throw refused();
