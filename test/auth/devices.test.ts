@@ -34,6 +34,9 @@ describe.each(backends())('trusted devices on %s', (backend) => {
     );
   const devicesOf = (id: string) =>
     authDb(s).selectFrom('trusted_devices').selectAll().where('user_id', '=', id).execute();
+  /** Sets back the last use of every device of a user. */
+  const lastUsedAt = (id: string, at: number) =>
+    authDb(s).updateTable('trusted_devices').set({ last_used: at }).where('user_id', '=', id).execute();
 
   it('a sign-in on a new device records it without changing the User or its change log', async () => {
     const a = await account(s, { tag: 'newdevice' });
@@ -65,20 +68,12 @@ describe.each(backends())('trusted devices on %s', (backend) => {
     const [first] = await devicesOf(a.id);
     // Set back to just inside the refresh interval: a sign-in now leaves it as it is.
     const inside = Date.now() - TRUSTED_DEVICES.refreshMs + 60_000;
-    await authDb(s)
-      .updateTable('trusted_devices')
-      .set({ last_used: inside })
-      .where('user_id', '=', a.id)
-      .execute();
+    await lastUsedAt(a.id, inside);
     await signIn(s, a, { password: true }, { browser: b });
     expect((await devicesOf(a.id)).map((r) => Number(r.last_used))).toEqual([inside]);
     // Past it, the time is written again.
     const past = Date.now() - TRUSTED_DEVICES.refreshMs - 60_000;
-    await authDb(s)
-      .updateTable('trusted_devices')
-      .set({ last_used: past })
-      .where('user_id', '=', a.id)
-      .execute();
+    await lastUsedAt(a.id, past);
     await signIn(s, a, { password: true }, { browser: b });
     const [now] = await devicesOf(a.id);
     expect(now?.tag).toBe(first?.tag);
@@ -89,11 +84,7 @@ describe.each(backends())('trusted devices on %s', (backend) => {
     const a = await account(s, { tag: 'forget' });
     const old = await signIn(s, a, { password: true });
     const gone = Date.now() - TRUSTED_DEVICES.forgetMs - 1000;
-    await authDb(s)
-      .updateTable('trusted_devices')
-      .set({ last_used: gone })
-      .where('user_id', '=', a.id)
-      .execute();
+    await lastUsedAt(a.id, gone);
     expect(await trustedTag(s, a.id, old.device)).toBeUndefined();
     // Forgotten by the next record of any user's device.
     const other = await account(s, { tag: 'forget-other' });
