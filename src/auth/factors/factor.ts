@@ -194,15 +194,13 @@ export async function proven(
   return after;
 }
 
-/** Who is answering a factor step, for regulation: the user, their hidden state, the device. */
+/** Who is answering a factor step, for regulation: the user and the device. */
 export interface Attempt {
   userId: string;
-  secret: Doc;
   deviceId: string | undefined;
 }
 export const attemptOf = (who: Identified): Attempt => ({
   userId: who.user.id,
-  secret: who.secret,
   deviceId: who.session.deviceId,
 });
 

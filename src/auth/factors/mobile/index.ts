@@ -180,7 +180,7 @@ async function checked(req: FastifyRequest, ctx: ServiceContext, action: 'inspec
   await regulated(
     req,
     ctx,
-    { userId, secret, deviceId: req.principal?.deviceId },
+    { userId, deviceId: req.principal?.deviceId },
     'mobile',
     action === 'approve' ? 'number' : 'request',
     async () => {

@@ -172,7 +172,7 @@ async function checked(req: FastifyRequest, ctx: ServiceContext, spend: boolean)
   if (!parsed || !findLink(secret, parsed.secret)) return refuseUnknownToken(req, ctx, 'sign-in link');
   const { deviceId } = await requestSession(req, ctx);
   let link: PendingLink | undefined;
-  await regulated(req, ctx, { userId, secret, deviceId }, 'otp', 'sign-in link', async () => {
+  await regulated(req, ctx, { userId, deviceId }, 'otp', 'sign-in link', async () => {
     link = spend ? await spendLink(ctx, userId, parsed.secret) : findLink(secret, parsed.secret);
     return link !== undefined;
   });

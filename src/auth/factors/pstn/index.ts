@@ -213,7 +213,7 @@ function registerEnrolment(app: FastifyInstance, ctx: ServiceContext, provider: 
       const secret = await ctx.store.getSecret(User, change.userId);
       if (!devicesOf(secret).some((d) => d.ID === req.params.id))
         throw new ApiError('NotFound', 'no such phone');
-      const at = { userId: change.userId, secret, deviceId: req.principal?.deviceId };
+      const at = { userId: change.userId, deviceId: req.principal?.deviceId };
       await regulated(req, ctx, at, 'pstn_verify', 'code', () =>
         spendCode(
           ctx,

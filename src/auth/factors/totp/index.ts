@@ -132,11 +132,7 @@ export const totpFactor: Factor = {
         if (typeof pending !== 'string')
           throw new ApiError('Conflict', 'no TOTP enrollment is in progress: POST /auth/enroll/totp first');
         // Counted apart from sign-in codes: a confirmation checks the pending secret, not the enrolled one.
-        const at = {
-          userId,
-          secret: await ctx.store.getSecret(User, userId),
-          deviceId: req.principal?.deviceId,
-        };
+        const at = { userId, deviceId: req.principal?.deviceId };
         await regulated(req, ctx, at, 'totp_confirm', 'TOTP code', () =>
           checkCode(ctx, userId, spaceless(body.Code ?? ''), true),
         );
