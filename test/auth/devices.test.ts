@@ -2,6 +2,7 @@ import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { deviceTag, rememberDevice, trustedTag } from '../../src/auth/factors/devices.js';
 import { authDb } from '../../src/auth/session/db.js';
+import { sweepEnded } from '../../src/auth/session/rows.js';
 import { TRUSTED_DEVICES } from '../../src/auth/throttle.js';
 import { User } from '../../src/objects/user.js';
 import { migrate } from '../../src/store/migrations.js';
@@ -80,16 +81,25 @@ describe.each(backends())('trusted devices on %s', (backend) => {
     expect(Number(now?.last_used)).toBeGreaterThan(Date.now() - 60_000);
   });
 
-  it('a device unused for longer than the forget interval is untrusted, and forgotten on the next record of any device', async () => {
+  it("a device unused for longer than the forget interval is untrusted, and forgotten at the user's next record", async () => {
     const a = await account(s, { tag: 'forget' });
     const old = await signIn(s, a, { password: true });
     const gone = Date.now() - TRUSTED_DEVICES.forgetMs - 1000;
     await lastUsedAt(a.id, gone);
     expect(await trustedTag(s, a.id, old.device)).toBeUndefined();
-    // Forgotten by the next record of any user's device.
-    const other = await account(s, { tag: 'forget-other' });
-    await signIn(s, other, { password: true });
+    await signIn(s, a, { password: true });
     expect((await devicesOf(a.id)).map((r) => r.tag)).not.toContain(deviceTag(old.device as string));
+  });
+
+  it("the sweep of ended sessions forgets every user's devices unused for the forget interval", async () => {
+    const a = await account(s, { tag: 'sweep' });
+    await signIn(s, a, { password: true });
+    await lastUsedAt(a.id, Date.now() - TRUSTED_DEVICES.forgetMs - 1000);
+    const recent = await account(s, { tag: 'sweep-recent' });
+    const kept = await signIn(s, recent, { password: true });
+    await sweepEnded(s, 3600_000);
+    expect(await devicesOf(a.id)).toEqual([]);
+    expect((await devicesOf(recent.id)).map((r) => r.tag)).toEqual([deviceTag(kept.device as string)]);
   });
 
   it(`a user keeps the ${TRUSTED_DEVICES.max} most recently used devices; other users' are untouched`, async () => {

@@ -47,9 +47,9 @@ export async function trustedTag(
 
 /**
  * Records a completed sign-in of the user on this device. One statement when it was recorded
- * less than TRUSTED_DEVICES.refreshMs ago (nothing is written); otherwise the time is written, the
- * user keeps only the TRUSTED_DEVICES.max most recently used devices, and devices unused for
- * TRUSTED_DEVICES.forgetMs are forgotten.
+ * less than TRUSTED_DEVICES.refreshMs ago (nothing is written); otherwise the time is written and
+ * the user keeps only the TRUSTED_DEVICES.max most recently used devices not yet forgotten. Other
+ * users' forgotten devices go with the sweep of ended sessions (sweepEnded in session/rows.ts).
  */
 export async function rememberDevice(ctx: Ctx, userId: string, deviceId: string): Promise<void> {
   const now = Date.now();
@@ -73,16 +73,8 @@ export async function rememberDevice(ctx: Ctx, userId: string, deviceId: string)
     ctx,
     'devices.prune',
     (_, v) => sql`
-      DELETE FROM trusted_devices WHERE user_id = ${v.user} AND tag NOT IN (
-        SELECT tag FROM trusted_devices WHERE user_id = ${v.user} ORDER BY last_used DESC, tag LIMIT ${sql.lit(TRUSTED_DEVICES.max)})`,
-    { user: userId },
-  );
-  // Every user's forgotten devices, those of users who never sign in again (or were deleted)
-  // included: rare (a write here is once per new device or week), and found by the time index.
-  await authQuery(
-    ctx,
-    'devices.forget',
-    (db, v) => db.deleteFrom('trusted_devices').where('last_used', '<=', v.forgotten),
-    { forgotten: now - TRUSTED_DEVICES.forgetMs },
+      DELETE FROM trusted_devices WHERE user_id = ${v.user} AND (last_used <= ${v.forgotten} OR tag NOT IN (
+        SELECT tag FROM trusted_devices WHERE user_id = ${v.user} ORDER BY last_used DESC, tag LIMIT ${sql.lit(TRUSTED_DEVICES.max)}))`,
+    { user: userId, forgotten: now - TRUSTED_DEVICES.forgetMs },
   );
 }

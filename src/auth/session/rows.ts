@@ -1,6 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { ServiceContext } from '../../store/service.js';
-import { type AuthTables, authQuery, type SessionsTable } from './db.js';
+import { TRUSTED_DEVICES } from '../throttle.js';
+import { type AuthTables, authDb, authQuery, type SessionsTable } from './db.js';
 
 /**
  * The statements on session rows (sessions.ts), each of fixed shape: built once per database and,
@@ -86,3 +87,26 @@ export const writeSessionRow = async (ctx: Db, id: string, set: SessionSet, tx?:
       tx,
     )
   ).affected;
+
+/**
+ * Deletes what has ended, for every user: sessions past their end or idle for `idleMs`,
+ * regulation counters out of back-off and a day without a failure, and devices unused for
+ * TRUSTED_DEVICES.forgetMs (those of users who never sign in again, or were deleted, included).
+ */
+export async function sweepEnded(ctx: Db, idleMs: number) {
+  const now = Date.now();
+  const db = authDb(ctx);
+  await db
+    .deleteFrom('sessions')
+    .where((eb) => eb.or([eb('expire_time', '<=', now), eb('last_seen', '<=', now - idleMs)]))
+    .execute();
+  await db
+    .deleteFrom('auth_throttle')
+    .where('next_attempt', '<=', now)
+    .where('last_failure', '<=', now - 24 * 3600_000)
+    .execute();
+  await db
+    .deleteFrom('trusted_devices')
+    .where('last_used', '<=', now - TRUSTED_DEVICES.forgetMs)
+    .execute();
+}

@@ -14,6 +14,7 @@ import {
   sessionRowById,
   sessionRowByToken,
   sessionUserOf,
+  sweepEnded,
   touchSessionRow,
   writeSessionRow,
 } from './rows.js';
@@ -78,21 +79,8 @@ const changed = (ctx: Ctx, userId: string, sessionId: string, deleted = false) =
   if (userId !== '') sessionEventsOf(ctx).emit('change', { userId, sessionId, deleted });
 };
 
-/** One creation in this many also deletes ended sessions and stale regulation counters. */
+/** One creation in this many also deletes what has ended (sweepEnded). */
 const SWEEP_EVERY = 50;
-async function sweep(ctx: Ctx, idleMs: number) {
-  const now = Date.now();
-  const db = authDb(ctx);
-  await db
-    .deleteFrom('sessions')
-    .where((eb) => eb.or([eb('expire_time', '<=', now), eb('last_seen', '<=', now - idleMs)]))
-    .execute();
-  await db
-    .deleteFrom('auth_throttle')
-    .where('next_attempt', '<=', now)
-    .where('last_failure', '<=', now - 24 * 3600_000)
-    .execute();
-}
 
 export const newToken = () => randomBytes(32).toString('base64url');
 export const newDeviceId = () => randomBytes(16).toString('base64url');
@@ -154,7 +142,7 @@ export async function createSession(
   changed(ctx, userId, row.id);
   if (Math.random() * SWEEP_EVERY < 1) {
     const { idleMs } = await lifetimes(ctx);
-    await sweep(ctx, idleMs).catch(() => undefined);
+    await sweepEnded(ctx, idleMs).catch(() => undefined);
   }
   return { session: toSession(row), token };
 }
