@@ -316,6 +316,53 @@ describe.each(backends())('relying party: sign in through other providers (%s)',
     expect((await whoAmI(c)).UserID).toBe(me.UserID);
   });
 
+  it('the identity of a deleted user is free again: it makes one new user, or links to another', async () => {
+    const deleteUser = async (id: string) => {
+      const cur = await s.req({ url: `/users/${id}` });
+      const del = await s.req({
+        method: 'DELETE',
+        url: `/users/${id}`,
+        headers: { 'if-match': String(cur.headers.etag) },
+      });
+      expect(del.statusCode, del.body).toBe(204);
+    };
+    const usersWith = async (email: string) =>
+      (await s.req({ url: `/users?filter=${encodeURIComponent(`Email = "${email}"`)}` })).body
+        .split('\n')
+        .filter((l) => l !== '')
+        .map((l) => (JSON.parse(l) as { ID: string }).ID);
+
+    // Made by the provider's App (CreateUsers), deleted, then signing in again: one new user.
+    opB.accounts.set('b-gone', { sub: 'b-gone', email: 'gone@example.com', email_verified: true });
+    opB.next = { account: 'b-gone' };
+    const b = new Browser(s);
+    expect((await signInWith(b, appB)).statusCode).toBe(303);
+    const first = (await whoAmI(b)).UserID;
+    await deleteUser(first);
+    const c = new Browser(s);
+    const again = await signInWith(c, appB);
+    expect(again.statusCode, again.body).toBe(303);
+    const second = (await whoAmI(c)).UserID;
+    expect(second).not.toBe('');
+    expect(second).not.toBe(first);
+    expect(await usersWith('gone@example.com')).toEqual([second]);
+
+    // Linked from an account's own sign-in, the account deleted: another account may link it.
+    const old = await linkedAtA('relinked');
+    await deleteUser(old.userId);
+    const email = 'relinker@example.com';
+    const userId = await makeUser(s, { email, password: PW });
+    const d = new Browser(s);
+    expect((await d.post('/auth/password', { email, password: PW })).statusCode).toBe(204);
+    opA.next = { account: old.sub };
+    const linked = await signInWith(d, appA, { link: 'true' });
+    expect(linked.statusCode, linked.body).toBe(303);
+    const e = new Browser(s);
+    opA.next = { account: old.sub };
+    expect((await signInWith(e, appA)).statusCode).toBe(303);
+    expect((await whoAmI(e)).UserID).toBe(userId);
+  });
+
   it('a new user from an unverified address does not get the address', async () => {
     opB.accounts.set('b-unv', { sub: 'b-unv', email: 'unverified@example.com', email_verified: false });
     opB.next = { account: 'b-unv' };

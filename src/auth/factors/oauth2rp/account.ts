@@ -5,7 +5,7 @@ import type { Doc } from '../../../schema/fields.js';
 import { type ServiceContext, writerOf } from '../../../store/service.js';
 import { userUsable } from '../../apikeys.js';
 import { tenantDoc } from '../../integrity.js';
-import { addLink, findLink, touchLink } from './store.js';
+import { addLink, findLink, releaseLink, touchLink } from './store.js';
 
 /** Who the provider says signed in: checked claims only (ID token or user info). */
 export interface ProviderIdentity {
@@ -36,8 +36,12 @@ export async function resolveUser(
   createUsers: boolean,
 ): Promise<string> {
   let link = await findLink(ctx, who.issuer, who.subject);
-  // A link to a user who no longer exists links nobody: the identity is free again.
-  if (link && !(await ctx.store.get(User, link.user_id))) link = undefined;
+  // A link to a user who no longer exists links nobody: the identity is free again. The row goes,
+  // or linking it anew (below) would find it and refuse the identity as another user's.
+  if (link && !(await ctx.store.get(User, link.user_id))) {
+    await releaseLink(ctx, link);
+    link = undefined;
+  }
   const linkTo = async (userId: string) => {
     const made = await addLink(ctx, { ...who, userId, appId, email: who.email });
     if (made.user_id !== userId)

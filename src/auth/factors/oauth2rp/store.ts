@@ -152,6 +152,18 @@ export async function moveLinks(ctx: Ctx, fromId: string, toId: string): Promise
   await db(ctx).updateTable('federated_links').set({ user_id: toId }).where('user_id', '=', fromId).execute();
 }
 
+/**
+ * Lets go of a link to a user who no longer exists, so the identity can be linked again. Only
+ * that row, and only while it still names that user: a concurrent relink is left alone.
+ */
+export async function releaseLink(ctx: Ctx, link: { id: string; user_id: string }): Promise<void> {
+  await db(ctx)
+    .deleteFrom('federated_links')
+    .where('id', '=', link.id)
+    .where('user_id', '=', link.user_id)
+    .execute();
+}
+
 export async function touchLink(ctx: Ctx, id: string): Promise<void> {
   await db(ctx).updateTable('federated_links').set({ last_used: Date.now() }).where('id', '=', id).execute();
 }
