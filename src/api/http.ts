@@ -1,4 +1,5 @@
 import type { FastifyReply } from 'fastify';
+import { httpDate } from '../core/httpdate.js';
 import type { ObjectType } from '../schema/type.js';
 import type { StoredObject } from '../store/objects.js';
 
@@ -11,8 +12,8 @@ export function setObjectHeaders(reply: FastifyReply, type: ObjectType, obj: Sto
   reply.header('Etag', obj.etag);
   if (type.identity !== 'singleton') reply.header('X-Id', obj.id);
   reply.header('Location', locationOf(type, obj.id));
-  reply.header('X-Create-Time', new Date(obj.createTime).toUTCString());
-  reply.header('Last-Modified', new Date(obj.modifyTime).toUTCString());
+  reply.header('X-Create-Time', httpDate(obj.createTime));
+  reply.header('Last-Modified', httpDate(obj.modifyTime));
   reply.header('Cache-Control', 'private, max-age=0');
   reply.header('Expires', '-1');
   return reply;
