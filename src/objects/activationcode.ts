@@ -1,6 +1,5 @@
-import { hash } from '@node-rs/argon2';
 import { ApiError } from '../core/errors.js';
-import { ARGON2_OPTIONS } from '../core/hashing.js';
+import { argon2Hash } from '../core/hashing.js';
 import { f } from '../schema/fields.js';
 import { ALL_OPS, type ObjectType } from '../schema/type.js';
 
@@ -39,7 +38,7 @@ export const ActivationCode: ObjectType = {
     if (typeof code !== 'string' || code.length < 6) {
       throw new ApiError('InvalidField', 'Code must be a string of at least 6 characters', { field: 'Code' });
     }
-    ctx.secret.CodeHash = await hash(code, ARGON2_OPTIONS);
+    ctx.secret.CodeHash = await argon2Hash(code);
     ctx.doc.HaveCode = true;
   },
 };

@@ -1,10 +1,9 @@
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
-import { hash, verify } from '@node-rs/argon2';
-import { ARGON2_OPTIONS } from '../../core/hashing.js';
+import { argon2Hash, argon2Verify } from '../../core/hashing.js';
 import type { ServiceContext } from '../../store/service.js';
 import { secretsKey } from '../session/keys.js';
 
-export const hashSecret = (s: string) => hash(s, ARGON2_OPTIONS);
+export const hashSecret = (s: string) => argon2Hash(s);
 
 // module-state: true process singleton: one dummy argon2 hash, only ever used for timing, the same for every service.
 let dummy: Promise<string> | undefined;
@@ -14,12 +13,12 @@ let dummy: Promise<string> | undefined;
  */
 export async function verifySecret(stored: unknown, given: string): Promise<boolean> {
   if (typeof stored !== 'string' || stored === '') {
-    dummy ??= hash(randomBytes(16).toString('hex'), ARGON2_OPTIONS);
-    await verify(await dummy, given).catch(() => false);
+    dummy ??= argon2Hash(randomBytes(16).toString('hex'));
+    await argon2Verify(await dummy, given).catch(() => false);
     return false;
   }
   try {
-    return await verify(stored, given);
+    return await argon2Verify(stored, given);
   } catch {
     return false;
   }

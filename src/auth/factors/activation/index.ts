@@ -1,6 +1,6 @@
-import { verify } from '@node-rs/argon2';
 import { sql } from 'kysely';
 import { ApiError } from '../../../core/errors.js';
+import { argon2Verify } from '../../../core/hashing.js';
 import { ActivationCode } from '../../../objects/activationcode.js';
 import { Membership, membershipId } from '../../../objects/membership.js';
 import { User } from '../../../objects/user.js';
@@ -69,7 +69,9 @@ async function redeem(ctx: ServiceContext, user: Omit<Redeemer, 'groups'>, code:
     // Codes reserved for this user first.
     .sort((a, b) => Number(b.doc.UserID === userId) - Number(a.doc.UserID === userId))
     .slice(0, MAX_CANDIDATES);
-  const results = await Promise.all(candidates.map((c) => verify(String(c.hash), code).catch(() => false)));
+  const results = await Promise.all(
+    candidates.map((c) => argon2Verify(String(c.hash), code).catch(() => false)),
+  );
   const hit = candidates[results.indexOf(true)];
   if (!hit) return false;
   let spent = false;

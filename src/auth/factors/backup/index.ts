@@ -1,5 +1,5 @@
 import { randomInt } from 'node:crypto';
-import { verify } from '@node-rs/argon2';
+import { argon2Verify } from '../../../core/hashing.js';
 import { User } from '../../../objects/user.js';
 import type { ServiceContext } from '../../../store/service.js';
 import type { Factor, Identified } from '../factor.js';
@@ -17,7 +17,7 @@ function newCode(): string {
 
 /** Which stored hash (if any) a code matches; every hash is tried, so timing does not tell which. */
 async function matching(hashes: string[], code: string): Promise<string | undefined> {
-  const results = await Promise.all(hashes.map((h) => verify(h, code).catch(() => false)));
+  const results = await Promise.all(hashes.map((h) => argon2Verify(h, code).catch(() => false)));
   return hashes[results.indexOf(true)];
 }
 
