@@ -12,8 +12,8 @@ export const ARGON2_OPTIONS: Options = { memoryCost: 19_456, timeCost: 2, parall
  * always one of libuv's threads (4 unless UV_THREADPOOL_SIZE says otherwise) left for the rest.
  * Without it every verification ran at once on libuv's threads: a burst of password attempts
  * held all of them, so every file read, DNS lookup and zlib call of the service queued behind
- * the hashes, and on a machine with fewer CPUs than threads the hashes took turns on the cores,
- * each evicting the others' 19 MiB from the caches. Passwords, the dummy check for unknown users
+ * the hashes; and with fewer CPUs than threads the hashes took turns on the cores (on 2 CPUs the
+ * server spent less CPU per sign-in with two at a time in two sittings of three). Passwords, the dummy check for unknown users
  * and codes all wait in the one queue, so a wait says nothing about which of them is behind it.
  * An operator who wants more CPUs hashing at once raises UV_THREADPOOL_SIZE (docs/signin.md).
  */
