@@ -8,8 +8,8 @@ const LAST_FOUR_DIGIT_MS = 253_402_300_799_999;
 /**
  * A time as an HTTP-date (RFC 9110 5.6.7, IMF-fixdate: `Sun, 06 Nov 1994 08:49:37 GMT`), exactly
  * what `new Date(ms).toUTCString()` gives, computed with integer arithmetic. Every object response
- * carries two (X-Create-Time, Last-Modified) and the proxy one per request
- * (X-Service-Session-Expires); V8's Date formatting measured 0.6 µs a call here, this 0.2 µs. Times before 1970 or after year 9999 go to Date, which formats them its own way.
+ * carries two (X-Create-Time, Last-Modified); V8's Date formatting measured 0.6 µs a call here,
+ * this 0.2 µs. Times before 1970 or after year 9999 go to Date, which formats them its own way.
  */
 export function httpDate(ms: number): string {
   if (!(ms >= 0 && ms <= LAST_FOUR_DIGIT_MS)) return new Date(ms).toUTCString();

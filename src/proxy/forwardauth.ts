@@ -8,7 +8,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AuthMode } from '../config/proxy.js';
 import { routeFor } from '../config/routing.js';
-import { httpDate } from '../core/httpdate.js';
 import { limitUnusedBody } from '../core/unusedbody.js';
 import { ASSERTION_HEADER, type WireIdentity } from '../wire/proxy.js';
 import type { AccessRecord } from './accesslog.js';
@@ -242,7 +241,7 @@ export function identityResponseHeaders(
       'x-service-email': email,
       'x-service-full-name': headerText(id.FullName),
       'x-service-user': headerText(id.UserID),
-      ...(id.Expires ? { 'x-service-session-expires': httpDate(Date.parse(id.Expires)) } : {}),
+      ...(id.Expires ? { 'x-service-session-expires': new Date(id.Expires).toUTCString() } : {}),
       'x-service-auth-type': authType,
       'x-remote-user': email,
       authorization: `Basic ${Buffer.from(`${id.Email}:`, 'utf8').toString('base64')}`,

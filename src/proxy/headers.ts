@@ -3,7 +3,6 @@
  * the proxy's own (forwarding, the access-check URL, the identity).
  */
 import type { IncomingMessage } from 'node:http';
-import { httpDate } from '../core/httpdate.js';
 import { ASSERTION_HEADER, PROXY_PATHS, type WireIdentity } from '../wire/proxy.js';
 import type { AssertionSigner, SigningKey } from './assertion.js';
 import { stripOwnCookies } from './cookie.js';
@@ -84,7 +83,7 @@ function identityHeaders(id: WireIdentity): IdentityHeaders {
       `x-service-email: ${email}\r\n` +
       `x-service-full-name: ${headerText(id.FullName)}\r\n` +
       `x-service-user: ${headerText(id.UserID)}\r\n` +
-      (id.Expires ? `x-service-session-expires: ${httpDate(Date.parse(id.Expires))}\r\n` : '') +
+      (id.Expires ? `x-service-session-expires: ${new Date(id.Expires).toUTCString()}\r\n` : '') +
       `x-remote-user: ${email}\r\n` +
       `authorization: Basic ${Buffer.from(`${id.Email}:`, 'utf8').toString('base64')}\r\n`;
     h = {
