@@ -34,6 +34,7 @@ const TARGETS = [
   { name: 'direct', role: undefined },
   { name: 'nginx', role: 'nginx' },
   { name: 'node-floor', role: 'node-floor' },
+  { name: 'net-floor', role: 'net-floor' },
   { name: 'proxy-apikey', role: 'proxy' },
   { name: 'proxy-cookie', role: 'proxy' },
   { name: 'proxy-anon', role: 'proxy' },
@@ -51,6 +52,9 @@ each target:
   nginx         nginx -> upstream
   node-floor    a bare Node.js forwarder on undici, no authentication (what a forwarder built on
                 undici costs; the proxy has its own upstream client, docs/decisions.md)
+  net-floor     the least any Node.js forwarder costs: node:net on both sides, bytes relayed,
+                only request heads and response ends found (bench/lib/netfloor.mjs); the floor a
+                proxy with its own request parser could approach
   proxy-apikey  gatehouse proxy (Authorization: Bearer <user key>) -> upstream
   proxy-cookie  gatehouse proxy (signed session cookie from the real sign-in handshake) -> upstream
   proxy-anon    gatehouse proxy, GET /open/ (auth mode none): its forwarding cost alone
@@ -575,6 +579,19 @@ http.createServer((req, res) => {
     targetUrls['node-floor'] = { url: `http://127.0.0.1:${barePort}/`, headers: {} };
   }
 
+  // 6. For reference: node:net on both sides, no HTTP library at all (bench/lib/netfloor.mjs).
+  if (has('net-floor')) {
+    const netPort = await freePort();
+    const netFloor = startChild(process.execPath, [
+      join(HERE, 'bench/lib/netfloor.mjs'),
+      String(netPort),
+      String(upPort),
+    ]);
+    await waitFor(`http://127.0.0.1:${netPort}/`);
+    roles['net-floor'] = () => [netFloor.pid];
+    targetUrls['net-floor'] = { url: `http://127.0.0.1:${netPort}/`, headers: {} };
+  }
+
   const targets = selected.map((t) => Object.assign(targetUrls[t.name], t));
   // Sanity: every target answers 200 (the proxy ones as the user; proxy-anon without credentials).
   for (const t of targets) {
@@ -765,6 +782,9 @@ http.createServer((req, res) => {
       `forwarding without authentication (proxy-anon) ${fmt(cpuOf('proxy-anon'), 2)} vs the bare undici forwarder's ${fmt(cpuOf('node-floor'), 2)}`,
     );
   }
+  if (cpuOf('net-floor') !== undefined) {
+    breakdown.push(`the node:net floor (bytes relayed, no HTTP library) ${fmt(cpuOf('net-floor'), 2)}`);
+  }
   for (const name of ['proxy-apikey', 'proxy-cookie']) {
     if (cpuOf(name) !== undefined && cpuOf('proxy-anon') !== undefined) {
       breakdown.push(`${name} ${fmt(cpuOf(name), 2)} (authentication included)`);
@@ -822,7 +842,7 @@ http.createServer((req, res) => {
   const paragraphs = [
     `## Proxy benchmark (${summary.date})`,
     `Machine: ${machine.nproc} CPUs (${machine.cpuModel}), ${machine.memTotalGiB} GiB, ${machine.os}, Node ${machine.node}; load ${machine.loadAvg.join(' ')} at start, ${after.loadAvg.join(' ')} at the end.\nLoad tool: ${summary.tool}; ${runs}; ${summary.nginx ?? 'no nginx'}; gatehouse proxy with proxy.workers ${workers} and log level ${args['proxy-log']}${args['proxy-log'] === 'info' ? ' (its access log, to /dev/null)' : ''}; everything on this one machine.`,
-    `${reading} CPU µs/req: user + system CPU time of a process during a ${connections}-connection run ÷ the requests served (clock ${CLOCK_TICKS} ticks/s); the forwarder is nginx (master + ${workers} worker${workers > 1 ? 's' : ''}), the node-floor process or the gatehouse proxy process. "Forwarder ÷ upstream CPU" divides the forwarder's CPU per request by the upstream's in the same run: the CPU cost of every process drifts by tens of percent with the machine, together, so this ratio is the steadiest figure here.${
+    `${reading} CPU µs/req: user + system CPU time of a process during a ${connections}-connection run ÷ the requests served (clock ${CLOCK_TICKS} ticks/s); the forwarder is nginx (master + ${workers} worker${workers > 1 ? 's' : ''}), the node-floor or net-floor process or the gatehouse proxy process. "Forwarder ÷ upstream CPU" divides the forwarder's CPU per request by the upstream's in the same run: the CPU cost of every process drifts by tens of percent with the machine, together, so this ratio is the steadiest figure here.${
       results['proxy-cookie']
         ? ` proxy-cookie: the proxy's signed cookie lasts 5 minutes and wrk ignores renewals, so a new one is obtained through the sign-in handshake before any run it would not outlast (cookies obtained: ${results['proxy-cookie'].cookieRenewals}).`
         : ''
