@@ -164,6 +164,25 @@ export async function releaseLink(ctx: Ctx, link: { id: string; user_id: string 
     .execute();
 }
 
+/** Up to `limit` distinct user IDs that links name, in order, after `after` (the link sweep's pages). */
+export async function linkedUserIds(ctx: Ctx, after: string, limit: number): Promise<string[]> {
+  const rows = await db(ctx)
+    .selectFrom('federated_links')
+    .select('user_id')
+    .distinct()
+    .where('user_id', '>', after)
+    .orderBy('user_id')
+    .limit(limit)
+    .execute();
+  return rows.map((r) => r.user_id);
+}
+
+/** Deletes every link naming `userId` (a user who no longer exists); the number deleted. */
+export async function releaseLinksOf(ctx: Ctx, userId: string): Promise<number> {
+  const r = await db(ctx).deleteFrom('federated_links').where('user_id', '=', userId).executeTakeFirst();
+  return Number(r.numDeletedRows);
+}
+
 export async function touchLink(ctx: Ctx, id: string): Promise<void> {
   await db(ctx).updateTable('federated_links').set({ last_used: Date.now() }).where('id', '=', id).execute();
 }
