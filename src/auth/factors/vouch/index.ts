@@ -35,6 +35,7 @@ import {
   VIDEO_SCHEMAS,
   VOUCH_SCHEMAS,
 } from './schemas.js';
+import { scheduleVideoSweep } from './sweep.js';
 import { deleteVideos, referenceOwner, saveVideo, videoInfo, vouchOwner } from './videos.js';
 import { answer } from './view.js';
 import { magicWords } from './words.js';
@@ -145,6 +146,7 @@ export const vouchFactor: Factor = {
   schemas: VOUCH_SCHEMAS,
   register(app, ctx) {
     registerReferenceVideo(app, ctx);
+    scheduleVideoSweep(ctx);
 
     app.post('/auth/vouch', { ...FLOW, schema: POST_AUTH_VOUCH }, (req, reply) =>
       createRequest(req, reply, ctx),

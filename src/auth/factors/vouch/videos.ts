@@ -210,6 +210,36 @@ export async function deleteVideos(ctx: Pick<ServiceContext, 'db'>, owner: strin
   for (const r of rows) await dropVideo(db, r.id);
 }
 
+/** Up to `limit` distinct owners of complete videos after `after`, in order (the owner sweep's pages). */
+export async function videoOwners(ctx: Pick<ServiceContext, 'db'>, after: string, limit: number) {
+  const rows = await vdb(ctx)
+    .selectFrom('videos')
+    .select('owner')
+    .distinct()
+    .where('complete', '=', 1)
+    .where('owner', '>', after)
+    .orderBy('owner')
+    .limit(limit)
+    .execute();
+  return rows.map((r) => r.owner);
+}
+
+/**
+ * Deletes the owner's complete videos; how many. An upload under way is left alone: deleting its
+ * row under it would leave its later chunks behind; it ends, or the abandoned-upload sweep takes it.
+ */
+export async function deleteCompleteVideos(ctx: Pick<ServiceContext, 'db'>, owner: string): Promise<number> {
+  const db = vdb(ctx);
+  const rows = await db
+    .selectFrom('videos')
+    .select('id')
+    .where('owner', '=', owner)
+    .where('complete', '=', 1)
+    .execute();
+  for (const r of rows) await dropVideo(db, r.id);
+  return rows.length;
+}
+
 async function sweepAbandoned(db: Kysely<Tables>) {
   const rows = await db
     .selectFrom('videos')

@@ -1,0 +1,54 @@
+import { User } from '../../../objects/user.js';
+import { VouchRequest } from '../../../objects/vouchrequest.js';
+import { jobsOf, type ServiceContext } from '../../../store/service.js';
+import { isExpired } from './lifecycle.js';
+import { deleteCompleteVideos, videoOwners } from './videos.js';
+
+/** How often the service deletes videos whose owner is gone or done with them. */
+export const VIDEO_SWEEP_INTERVAL_MS = 10 * 60 * 1000;
+/** Owners read per page: the sweep never holds the whole table in memory. */
+const PAGE = 500;
+
+/**
+ * Whether a video's owner still needs it: a reference video while its user exists; a vouch
+ * request's recording while the request is pending and not past its ExpireTime (vouchers see it
+ * only then; cancel, decline and approval delete it at once). An owner of a kind not known here
+ * keeps its video: the sweep deletes only what it understands.
+ */
+async function stillNeeded(ctx: ServiceContext, owner: string): Promise<boolean> {
+  if (owner.startsWith('ref:')) return !!(await ctx.store.get(User, owner.slice(4)));
+  if (owner.startsWith('vouch:')) {
+    const request = await ctx.store.get(VouchRequest, owner.slice(6));
+    return !!request && request.doc.State === 'pending' && !isExpired(request.doc);
+  }
+  return true;
+}
+
+/**
+ * Videos are faces and voices: a deleted user's reference video, and the recording of a vouch
+ * request that was deleted or expired, were kept for good before this sweep. It deletes them
+ * (complete videos only; abandoned uploads have a sweep of their own). IDs are never reused and
+ * an absent object is read from the database every time (the row cache holds no absences), so an
+ * owner found gone stays gone. Returns how many videos went.
+ */
+export async function sweepVideosOfDeparted(ctx: ServiceContext, page = PAGE): Promise<number> {
+  let removed = 0;
+  let after = '';
+  for (;;) {
+    const owners = await videoOwners(ctx, after, page);
+    // Read all of a page first, delete after: on SQLite a write holds the one connection.
+    const gone: string[] = [];
+    for (const owner of owners) if (!(await stillNeeded(ctx, owner))) gone.push(owner);
+    for (const owner of gone) removed += await deleteCompleteVideos(ctx, owner);
+    if (owners.length < page) return removed;
+    after = owners[owners.length - 1] as string;
+  }
+}
+
+/** Runs the sweep every VIDEO_SWEEP_INTERVAL_MS among the service's background jobs (src/core/jobs.ts). */
+export function scheduleVideoSweep(ctx: ServiceContext) {
+  jobsOf(ctx).every('video sweep', VIDEO_SWEEP_INTERVAL_MS, async () => {
+    const removed = await sweepVideosOfDeparted(ctx);
+    if (removed > 0) ctx.logger.info({ removed }, 'videos of deleted users and ended vouch requests removed');
+  });
+}
