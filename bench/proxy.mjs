@@ -33,8 +33,10 @@ const HERE = join(dirname(fileURLToPath(import.meta.url)), '..');
 const TARGETS = [
   { name: 'direct', role: undefined },
   { name: 'nginx', role: 'nginx' },
+  { name: 'nginx-log', role: 'nginx-log' },
   { name: 'node-floor', role: 'node-floor' },
   { name: 'net-floor', role: 'net-floor' },
+  { name: 'net-work', role: 'net-work' },
   { name: 'proxy-apikey', role: 'proxy' },
   { name: 'proxy-cookie', role: 'proxy' },
   { name: 'proxy-anon', role: 'proxy' },
@@ -49,12 +51,17 @@ small upstream, \`gatehouse serve\` (SQLite), \`gatehouse proxy\` (plaintext, wi
 each target:
 
   direct        GET / on the upstream itself
-  nginx         nginx -> upstream
+  nginx         nginx -> upstream (access log off)
+  nginx-log     the same with an access log like the proxy's: a JSON line per request, buffered,
+                to /dev/null (the like-for-like reference for the proxy's CPU per request)
   node-floor    a bare Node.js forwarder on undici, no authentication (what a forwarder built on
                 undici costs; the proxy has its own upstream client, docs/decisions.md)
   net-floor     the least any Node.js forwarder costs: node:net on both sides, bytes relayed,
                 only request heads and response ends found (bench/lib/netfloor.mjs); the floor a
                 proxy with its own request parser could approach
+  net-work      net-floor plus the header work and access-log line every proxied request needs
+                (both heads split and written anew, six identity headers): what such a front end
+                would still cost, authentication aside
   proxy-apikey  gatehouse proxy (Authorization: Bearer <user key>) -> upstream
   proxy-cookie  gatehouse proxy (signed session cookie from the real sign-in handshake) -> upstream
   proxy-anon    gatehouse proxy, GET /open/ (auth mode none): its forwarding cost alone
@@ -467,11 +474,13 @@ async function main() {
     targetUrls['proxy-anon'] = { url: `${proxyUrl}/open/`, headers: {} };
   }
 
-  // 4. nginx as a plain reverse proxy.
+  // 4. nginx as a plain reverse proxy; nginx-log the same with an access log like the proxy's
+  // (one JSON line per request, buffered, to /dev/null), the like-for-like reference.
   let nginxVersion;
-  if (has('nginx')) {
+  for (const name of ['nginx', 'nginx-log']) {
+    if (!has(name)) continue;
     const nginxPort = await freePort();
-    const prefix = join(work, 'nginx');
+    const prefix = join(work, name);
     mkdirSync(join(prefix, 'logs'), { recursive: true });
     writeFileSync(
       join(prefix, 'nginx.conf'),
@@ -480,7 +489,12 @@ pid ${prefix}/nginx.pid;
 error_log ${prefix}/logs/error.log warn;
 events { worker_connections 4096; }
 http {
-  access_log off;
+  ${
+    name === 'nginx-log'
+      ? `log_format json escape=json '{"time":"$msec","reqId":"$request_id","method":"$request_method","host":"$host","url":"$request_uri","status":$status,"user":"$remote_user","upstream":"$upstream_addr","ms":$request_time}';
+  access_log /dev/null json buffer=8k flush=1s;`
+      : 'access_log off;'
+  }
   client_body_temp_path ${prefix}/body; proxy_temp_path ${prefix}/proxy;
   fastcgi_temp_path ${prefix}/fcgi; uwsgi_temp_path ${prefix}/uwsgi; scgi_temp_path ${prefix}/scgi;
   upstream app { server 127.0.0.1:${upPort}; keepalive 128; }
@@ -509,10 +523,10 @@ http {
     });
     nginxVersion = spawnSync(nginxBin, ['-v'], { encoding: 'utf8' }).stderr.trim();
     // The master (this child, "daemon off") and its workers, looked up again before every run.
-    roles.nginx = () => [nginx.pid, ...childPids(nginx.pid)];
+    roles[name] = () => [nginx.pid, ...childPids(nginx.pid)];
     const found = childPids(nginx.pid).length;
     if (found !== workers) log(`warning: found ${found} nginx worker(s), expected ${workers}`);
-    targetUrls.nginx = { url: `http://127.0.0.1:${nginxPort}/`, headers: {} };
+    targetUrls[name] = { url: `http://127.0.0.1:${nginxPort}/`, headers: {} };
   }
 
   // 4b. nginx in front of the application with auth_request to gatehouse proxy: the configuration
@@ -580,16 +594,14 @@ http.createServer((req, res) => {
   }
 
   // 6. For reference: node:net on both sides, no HTTP library at all (bench/lib/netfloor.mjs).
-  if (has('net-floor')) {
+  for (const name of ['net-floor', 'net-work']) {
+    if (!has(name)) continue;
     const netPort = await freePort();
-    const netFloor = startChild(process.execPath, [
-      join(HERE, 'bench/lib/netfloor.mjs'),
-      String(netPort),
-      String(upPort),
-    ]);
+    const args = [join(HERE, 'bench/lib/netfloor.mjs'), String(netPort), String(upPort)];
+    const child = startChild(process.execPath, name === 'net-work' ? [...args, 'work'] : args);
     await waitFor(`http://127.0.0.1:${netPort}/`);
-    roles['net-floor'] = () => [netFloor.pid];
-    targetUrls['net-floor'] = { url: `http://127.0.0.1:${netPort}/`, headers: {} };
+    roles[name] = () => [child.pid];
+    targetUrls[name] = { url: `http://127.0.0.1:${netPort}/`, headers: {} };
   }
 
   const targets = selected.map((t) => Object.assign(targetUrls[t.name], t));
@@ -761,6 +773,10 @@ http.createServer((req, res) => {
       parts.push(
         `CPU per request in the proxy process${workers > 1 ? 'es' : ''} ${fmt(own, 2)}× the upstream's${ng ? `, nginx's ${fmt(ng, 2)}× (so ${fmt(own / ng, 2)}× nginx's cost; target <= 1.5: ${own / ng <= 1.5 ? 'met' : 'MISSED'})` : ''}`,
       );
+      // The like-for-like figure beside the target's: nginx with an access log, as the proxy has.
+      const ngLog = results['nginx-log']?.forwarderCpuVsUpstream?.median;
+      if (ngLog)
+        parts.push(`${fmt(own / ngLog, 2)}× the cost of nginx with its access log (${fmt(ngLog, 2)}×)`);
     }
     return `- ${name}: ${parts.join('; ')}`;
   };
@@ -784,6 +800,9 @@ http.createServer((req, res) => {
   }
   if (cpuOf('net-floor') !== undefined) {
     breakdown.push(`the node:net floor (bytes relayed, no HTTP library) ${fmt(cpuOf('net-floor'), 2)}`);
+  }
+  if (cpuOf('net-work') !== undefined) {
+    breakdown.push(`node:net with the heads rewritten and an access-log line ${fmt(cpuOf('net-work'), 2)}`);
   }
   for (const name of ['proxy-apikey', 'proxy-cookie']) {
     if (cpuOf(name) !== undefined && cpuOf('proxy-anon') !== undefined) {
@@ -842,7 +861,7 @@ http.createServer((req, res) => {
   const paragraphs = [
     `## Proxy benchmark (${summary.date})`,
     `Machine: ${machine.nproc} CPUs (${machine.cpuModel}), ${machine.memTotalGiB} GiB, ${machine.os}, Node ${machine.node}; load ${machine.loadAvg.join(' ')} at start, ${after.loadAvg.join(' ')} at the end.\nLoad tool: ${summary.tool}; ${runs}; ${summary.nginx ?? 'no nginx'}; gatehouse proxy with proxy.workers ${workers} and log level ${args['proxy-log']}${args['proxy-log'] === 'info' ? ' (its access log, to /dev/null)' : ''}; everything on this one machine.`,
-    `${reading} CPU µs/req: user + system CPU time of a process during a ${connections}-connection run ÷ the requests served (clock ${CLOCK_TICKS} ticks/s); the forwarder is nginx (master + ${workers} worker${workers > 1 ? 's' : ''}), the node-floor or net-floor process or the gatehouse proxy process. "Forwarder ÷ upstream CPU" divides the forwarder's CPU per request by the upstream's in the same run: the CPU cost of every process drifts by tens of percent with the machine, together, so this ratio is the steadiest figure here.${
+    `${reading} CPU µs/req: user + system CPU time of a process during a ${connections}-connection run ÷ the requests served (clock ${CLOCK_TICKS} ticks/s); the forwarder is nginx (master + ${workers} worker${workers > 1 ? 's' : ''}), the node-floor, net-floor or net-work process or the gatehouse proxy process. "Forwarder ÷ upstream CPU" divides the forwarder's CPU per request by the upstream's in the same run: the CPU cost of every process drifts by tens of percent with the machine, together, so this ratio is the steadiest figure here.${
       results['proxy-cookie']
         ? ` proxy-cookie: the proxy's signed cookie lasts 5 minutes and wrk ignores renewals, so a new one is obtained through the sign-in handshake before any run it would not outlast (cookies obtained: ${results['proxy-cookie'].cookieRenewals}).`
         : ''
