@@ -65,6 +65,12 @@ export async function resolveUser(
   if (holder) {
     const tenant = await tenantDoc(ctx);
     if (who.emailVerified && tenant.FederationLinkByEmail === true) return linkTo(holder.id);
+    // The holder may be the user another first sign-in of this identity has just made and is
+    // about to link (a double submit): that sign-in's link is waited for, briefly.
+    if (createUsers && Date.now() - holder.createTime < JUST_MADE_MS) {
+      const theirs = await linkSoon(ctx, who);
+      if (theirs) return theirs;
+    }
     throw new ApiError(
       'AccountNotLinked',
       'an account with this e-mail address exists but is not linked to this provider: sign in to it, then link the provider from Security settings',
@@ -78,9 +84,48 @@ export async function resolveUser(
   if (who.name !== '') doc.Name = { FullName: who.name.slice(0, 256) };
   // Through the one write path, as the service: the user-write and group-membership scripts run
   // for a user the provider brought exactly as for one made through the API.
-  const { obj } = await writerOf(ctx).write({ actor: SYSTEM, type: User, op: 'create', body: doc });
+  let obj: { id: string } | undefined;
+  try {
+    ({ obj } = await writerOf(ctx).write({ actor: SYSTEM, type: User, op: 'create', body: doc }));
+  } catch (e) {
+    // Another first sign-in of this identity made the user with this address a moment ago.
+    const theirs = e instanceof ApiError && e.status === 409 ? await linkSoon(ctx, who) : undefined;
+    if (theirs) return theirs;
+    throw e;
+  }
   if (!obj) throw new ApiError('Internal', 'the new user was not stored');
-  return linkTo(obj.id);
+  const made = await addLink(ctx, { ...who, userId: obj.id, appId, email: who.email });
+  if (made.user_id === obj.id) return obj.id;
+  // Another first sign-in of this identity linked its new user first: both are the same person
+  // at the provider, so this one signs in as that user, and the user made here goes again.
+  await writerOf(ctx)
+    .write({ actor: SYSTEM, type: User, op: 'delete', id: obj.id })
+    .catch((err: unknown) =>
+      ctx.logger.warn(
+        { err, user: obj.id },
+        'a user made by a concurrent first sign-in could not be deleted',
+      ),
+    );
+  return made.user_id;
+}
+
+/** A user made this recently may be another first sign-in's, not yet linked (resolveUser). */
+const JUST_MADE_MS = 5_000;
+/** How long a first sign-in waits for a concurrent one's link, and how often it looks. */
+const LINK_WAIT_MS = 1_000;
+const LINK_POLL_MS = 25;
+
+/**
+ * The user this identity is linked to within LINK_WAIT_MS, else undefined: what a concurrent
+ * first sign-in of the same identity links, between making its user and linking it (milliseconds).
+ */
+async function linkSoon(ctx: ServiceContext, who: ProviderIdentity): Promise<string | undefined> {
+  for (const until = Date.now() + LINK_WAIT_MS; ; ) {
+    const link = await findLink(ctx, who.issuer, who.subject);
+    if (link && (await ctx.store.get(User, link.user_id))) return link.user_id;
+    if (Date.now() >= until) return undefined;
+    await new Promise((resolve) => setTimeout(resolve, LINK_POLL_MS));
+  }
 }
 
 /** The user must be allowed to sign in at all (not disabled, not suspended). */
