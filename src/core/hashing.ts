@@ -20,8 +20,33 @@ export const ARGON2_OPTIONS: Options = { memoryCost: 19_456, timeCost: 2, parall
 export class Turns {
   private running = 0;
   private readonly waiting: (() => void)[] = [];
+  private admitted = 0;
 
-  constructor(private readonly limit: number) {}
+  /**
+   * `limit`: how many run at once. `maxAdmitted`: how many callers may hold an admission (admit)
+   * at once, which bounds what they can queue and so how long any of them waits.
+   */
+  constructor(
+    private readonly limit: number,
+    private readonly maxAdmitted = Number.POSITIVE_INFINITY,
+  ) {}
+
+  /**
+   * Admission of a caller that will ask for turns (a sign-in check): a release function to call
+   * once when it is done (calling it again does nothing), or undefined when `maxAdmitted` callers
+   * hold one already. A caller refused here has done nothing yet: it is asked to come back, not
+   * made to wait behind work it cannot see the end of.
+   */
+  admit(): (() => void) | undefined {
+    if (this.admitted >= this.maxAdmitted) return undefined;
+    this.admitted++;
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      this.admitted--;
+    };
+  }
 
   async run<T>(work: () => Promise<T>): Promise<T> {
     if (this.running >= this.limit) await new Promise<void>((resolve) => this.waiting.push(resolve));
@@ -47,9 +72,26 @@ export function threadPoolSize(env: NodeJS.ProcessEnv = process.env): number {
 export const argon2Concurrency = (cpus: number, poolSize: number) =>
   Math.max(1, Math.min(cpus, poolSize - 1));
 
+/**
+ * Sign-in checks admitted at once per argon2id computation that may run at once: 128, so an
+ * admitted check waits at most about 128 computations' time for its turn (about 2.3 s on 2 CPUs,
+ * at 18 ms each), and bursts far beyond any one client's (a browser, a script retrying) pass.
+ */
+export const ADMITTED_PER_TURN = 128;
+
 // The CPUs and libuv's threads are the process's, whatever the number of services in it.
 // module-state: true process singleton: one queue for the process's CPUs and libuv threads.
-const argon2Turns = new Turns(argon2Concurrency(availableParallelism(), threadPoolSize()));
+const argon2Turns = (() => {
+  const atOnce = argon2Concurrency(availableParallelism(), threadPoolSize());
+  return new Turns(atOnce, atOnce * ADMITTED_PER_TURN);
+})();
+
+/**
+ * Admission of one regulated sign-in check (src/auth/factors/factor.ts, `regulated`), taken before
+ * the attempt is counted: a release function, or undefined while as many checks are under way as
+ * the argon2id queue can serve in bounded time. Every wait for a turn is then bounded.
+ */
+export const admitSecretCheck = (): (() => void) | undefined => argon2Turns.admit();
 
 /** An argon2id hash of `plain` (ARGON2_OPTIONS), in its turn. */
 export const argon2Hash = (plain: string): Promise<string> =>

@@ -104,3 +104,22 @@ describe('argon2id beside the rest of the service', () => {
     expect(atRead).toBeLessThan(4);
   });
 });
+
+describe('admission to the argon2id queue', () => {
+  it('admits at most maxAdmitted at once; a release gives one place back, once', () => {
+    const turns = new Turns(1, 3);
+    const held = [turns.admit(), turns.admit(), turns.admit()];
+    expect(held.every((r) => typeof r === 'function')).toBe(true);
+    expect(turns.admit()).toBeUndefined();
+    held[0]?.();
+    held[0]?.(); // a second call gives nothing more back
+    const again = turns.admit();
+    expect(again).toBeTypeOf('function');
+    expect(turns.admit()).toBeUndefined();
+    again?.();
+    held[1]?.();
+    held[2]?.();
+    expect([turns.admit(), turns.admit(), turns.admit()].every((r) => r !== undefined)).toBe(true);
+    expect(turns.admit()).toBeUndefined();
+  });
+});

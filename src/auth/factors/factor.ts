@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError } from '../../core/errors.js';
+import { admitSecretCheck } from '../../core/hashing.js';
 import { User } from '../../objects/user.js';
 import type { Doc } from '../../schema/fields.js';
 import type { ServiceContext } from '../../store/service.js';
@@ -207,7 +208,9 @@ export const attemptOf = (who: Identified): Attempt => ({
 /**
  * Checks a secret under brute-force regulation (throttle.ts): the attempt is charged first to the
  * address and to this factor's counter for this user and device (429 while backing off, 503 if
- * the counters fail); a right answer clears that counter only, a wrong one is 403.
+ * the counters fail); a right answer clears that counter only, a wrong one is 403. While the
+ * argon2id queue has all the checks it can serve in bounded time, 503 with Retry-After: 1 before
+ * anything is charged (admitSecretCheck in src/core/hashing.ts).
  */
 export async function regulated(
   req: FastifyRequest,
@@ -217,11 +220,21 @@ export async function regulated(
   what: string,
   check: () => Promise<boolean>,
 ): Promise<void> {
-  const f = factorKey(at.userId, factor, await trustedTag(ctx, at.userId, at.deviceId));
-  const a = addressKey(req.ip);
-  await chargeAttempt(ctx, [a, f]);
-  if (!(await check())) throw new ApiError('IncorrectCredential', `the ${what} is not correct`);
-  await attemptSucceeded(ctx, f, a);
+  // Admitted before anything is counted: a check refused for load costs its owner no attempt.
+  const release = admitSecretCheck();
+  if (!release)
+    throw new ApiError('Unavailable', 'too many sign-in checks are under way: try again in a second', {
+      headers: { 'Retry-After': '1' },
+    });
+  try {
+    const f = factorKey(at.userId, factor, await trustedTag(ctx, at.userId, at.deviceId));
+    const a = addressKey(req.ip);
+    await chargeAttempt(ctx, [a, f]);
+    if (!(await check())) throw new ApiError('IncorrectCredential', `the ${what} is not correct`);
+    await attemptSucceeded(ctx, f, a);
+  } finally {
+    release();
+  }
 }
 
 /** A JSON object body (enrollment endpoints take JSON). */
