@@ -18,6 +18,27 @@ export const PW = 'correct horse battery staple';
 export const PIN = '24682468';
 
 // ---------------------------------------------------------------------------------------------
+// Users by the admin key
+
+/** POST /users with the admin key (201 expected): the new user's ID. */
+export async function newUserWith(s: TestService, payload: Record<string, unknown> = {}): Promise<string> {
+  const r = await s.req({ method: 'POST', url: '/users', payload });
+  expect(r.statusCode, r.body).toBe(201);
+  return String(r.headers['x-id']);
+}
+
+/** DELETE /users/:id with the admin key and the ETag just read (204 expected). */
+export async function deleteUser(s: TestService, id: string): Promise<void> {
+  const cur = await s.req({ url: `/users/${id}` });
+  const r = await s.req({
+    method: 'DELETE',
+    url: `/users/${id}`,
+    headers: { 'if-match': String(cur.headers.etag) },
+  });
+  expect(r.statusCode, r.body).toBe(204);
+}
+
+// ---------------------------------------------------------------------------------------------
 // Tenant settings
 
 /**

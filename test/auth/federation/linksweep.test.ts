@@ -4,6 +4,7 @@ import { addLink, userLinks } from '../../../src/auth/factors/oauth2rp/store.js'
 import { sweepLinksOfDeletedUsers } from '../../../src/auth/factors/oauth2rp/sweep.js';
 import { jobsOf } from '../../../src/store/service.js';
 import { backends, startTestService, type TestService } from '../../helpers.js';
+import { deleteUser as deleteUserBy, newUserWith } from '../../kit/index.js';
 import { ctxOf } from '../../scripts/kit.js';
 
 /*
@@ -21,20 +22,8 @@ describe.each(backends())('federated links of deleted users (%s)', (backend) => 
     await s?.close();
   });
 
-  const newUser = async () => {
-    const r = await s.req({ method: 'POST', url: '/users', payload: { Email: `sweep${++n}@example.com` } });
-    expect(r.statusCode, r.body).toBe(201);
-    return String(r.headers['x-id']);
-  };
-  const deleteUser = async (id: string) => {
-    const cur = await s.req({ url: `/users/${id}` });
-    const r = await s.req({
-      method: 'DELETE',
-      url: `/users/${id}`,
-      headers: { 'if-match': String(cur.headers.etag) },
-    });
-    expect(r.statusCode, r.body).toBe(204);
-  };
+  const newUser = () => newUserWith(s, { Email: `sweep${++n}@example.com` });
+  const deleteUser = (id: string) => deleteUserBy(s, id);
   const link = (userId: string, k: number) =>
     addLink(ctxOf(s), {
       issuer: 'https://idp.example',

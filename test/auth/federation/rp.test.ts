@@ -3,7 +3,7 @@ import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { App } from '../../../src/objects/app.js';
 import { backends, startTestService, type TestService } from '../../helpers.js';
-import { Browser, makeUser, PW, provisionTotp, setTenant } from '../../kit/index.js';
+import { Browser, deleteUser, makeUser, PW, provisionTotp, setTenant } from '../../kit/index.js';
 import {
   atProvider,
   callbackUri,
@@ -317,15 +317,6 @@ describe.each(backends())('relying party: sign in through other providers (%s)',
   });
 
   it('the identity of a deleted user is free again: it makes one new user, or links to another', async () => {
-    const deleteUser = async (id: string) => {
-      const cur = await s.req({ url: `/users/${id}` });
-      const del = await s.req({
-        method: 'DELETE',
-        url: `/users/${id}`,
-        headers: { 'if-match': String(cur.headers.etag) },
-      });
-      expect(del.statusCode, del.body).toBe(204);
-    };
     const usersWith = async (email: string) =>
       (await s.req({ url: `/users?filter=${encodeURIComponent(`Email = "${email}"`)}` })).body
         .split('\n')
@@ -338,7 +329,7 @@ describe.each(backends())('relying party: sign in through other providers (%s)',
     const b = new Browser(s);
     expect((await signInWith(b, appB)).statusCode).toBe(303);
     const first = (await whoAmI(b)).UserID;
-    await deleteUser(first);
+    await deleteUser(s, first);
     const c = new Browser(s);
     const again = await signInWith(c, appB);
     expect(again.statusCode, again.body).toBe(303);
@@ -349,7 +340,7 @@ describe.each(backends())('relying party: sign in through other providers (%s)',
 
     // Linked from an account's own sign-in, the account deleted: another account may link it.
     const old = await linkedAtA('relinked');
-    await deleteUser(old.userId);
+    await deleteUser(s, old.userId);
     const email = 'relinker@example.com';
     const userId = await makeUser(s, { email, password: PW });
     const d = new Browser(s);

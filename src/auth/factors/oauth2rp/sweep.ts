@@ -1,3 +1,4 @@
+import { sweepKeys } from '../../../core/keysweep.js';
 import { User } from '../../../objects/user.js';
 import { jobsOf, type ServiceContext } from '../../../store/service.js';
 import { linkedUserIds, releaseLinksOf } from './store.js';
@@ -14,18 +15,13 @@ const PAGE = 500;
  * and a missing user is read from the database every time (the row cache holds no absences), so a
  * user found missing stays missing and no live user's link is ever taken. Returns how many went.
  */
-export async function sweepLinksOfDeletedUsers(ctx: ServiceContext, page = PAGE): Promise<number> {
-  let removed = 0;
-  let after = '';
-  for (;;) {
-    const ids = await linkedUserIds(ctx, after, page);
-    // Read all of a page first, delete after: on SQLite a write holds the one connection.
-    const gone: string[] = [];
-    for (const id of ids) if (!(await ctx.store.get(User, id))) gone.push(id);
-    for (const id of gone) removed += await releaseLinksOf(ctx, id);
-    if (ids.length < page) return removed;
-    after = ids[ids.length - 1] as string;
-  }
+export function sweepLinksOfDeletedUsers(ctx: ServiceContext, page = PAGE): Promise<number> {
+  return sweepKeys({
+    page,
+    list: (after, limit) => linkedUserIds(ctx, after, limit),
+    gone: async (userId) => !(await ctx.store.get(User, userId)),
+    drop: (userId) => releaseLinksOf(ctx, userId),
+  });
 }
 
 /** Runs the sweep every LINK_SWEEP_INTERVAL_MS among the service's background jobs (src/core/jobs.ts). */

@@ -1,3 +1,4 @@
+import { sweepKeys } from '../../../core/keysweep.js';
 import { User } from '../../../objects/user.js';
 import { VouchRequest } from '../../../objects/vouchrequest.js';
 import { jobsOf, type ServiceContext } from '../../../store/service.js';
@@ -31,18 +32,13 @@ async function stillNeeded(ctx: ServiceContext, owner: string): Promise<boolean>
  * an absent object is read from the database every time (the row cache holds no absences), so an
  * owner found gone stays gone. Returns how many videos went.
  */
-export async function sweepVideosOfDeparted(ctx: ServiceContext, page = PAGE): Promise<number> {
-  let removed = 0;
-  let after = '';
-  for (;;) {
-    const owners = await videoOwners(ctx, after, page);
-    // Read all of a page first, delete after: on SQLite a write holds the one connection.
-    const gone: string[] = [];
-    for (const owner of owners) if (!(await stillNeeded(ctx, owner))) gone.push(owner);
-    for (const owner of gone) removed += await deleteCompleteVideos(ctx, owner);
-    if (owners.length < page) return removed;
-    after = owners[owners.length - 1] as string;
-  }
+export function sweepVideosOfDeparted(ctx: ServiceContext, page = PAGE): Promise<number> {
+  return sweepKeys({
+    page,
+    list: (after, limit) => videoOwners(ctx, after, limit),
+    gone: async (owner) => !(await stillNeeded(ctx, owner)),
+    drop: (owner) => deleteCompleteVideos(ctx, owner),
+  });
 }
 
 /** Runs the sweep every VIDEO_SWEEP_INTERVAL_MS among the service's background jobs (src/core/jobs.ts). */

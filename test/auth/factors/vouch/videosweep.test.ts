@@ -12,6 +12,7 @@ import { VouchRequest } from '../../../../src/objects/vouchrequest.js';
 import { newId } from '../../../../src/store/objects.js';
 import { jobsOf } from '../../../../src/store/service.js';
 import { backends, startTestService, type TestService } from '../../../helpers.js';
+import { deleteUser as deleteUserBy, newUserWith } from '../../../kit/index.js';
 import { ctxOf } from '../../../scripts/kit.js';
 import { putReference, webm } from './kit.js';
 
@@ -32,20 +33,8 @@ describe.each(backends())('videos of deleted users and ended vouch requests (%s)
     await s?.close();
   });
 
-  const newUser = async () => {
-    const r = await s.req({ method: 'POST', url: '/users', payload: { Email: `vsweep${++n}@example.com` } });
-    expect(r.statusCode, r.body).toBe(201);
-    return String(r.headers['x-id']);
-  };
-  const deleteUser = async (id: string) => {
-    const cur = await s.req({ url: `/users/${id}` });
-    const r = await s.req({
-      method: 'DELETE',
-      url: `/users/${id}`,
-      headers: { 'if-match': String(cur.headers.etag) },
-    });
-    expect(r.statusCode, r.body).toBe(204);
-  };
+  const newUser = () => newUserWith(s, { Email: `vsweep${++n}@example.com` });
+  const deleteUser = (id: string) => deleteUserBy(s, id);
   /** A vouch request of `userId` in the given fate, with its recording stored. */
   const requestWithVideo = async (userId: string, fate: RequestFate) => {
     const id = newId();
