@@ -4,6 +4,7 @@ import { FLOW, formIntent, formOf } from '../auth/factors/factor.js';
 import { mountFactor } from '../auth/factors/flow.js';
 import { factorsOf } from '../auth/factors/index.js';
 import { requiredLevel, tenantDoc } from '../auth/integrity.js';
+import { scheduleDeletedUserSweep } from '../auth/leftovers.js';
 import { authResponse, otherSession } from '../auth/response.js';
 import { setSessionCookie } from '../auth/session/cookies.js';
 import {
@@ -51,6 +52,7 @@ async function sessionsOwner(ctx: ServiceContext, req: FastifyRequest): Promise<
 /** The sign-in flow: POST /auth, sessions, sign-out, and every factor's endpoints. */
 export async function registerAuthRoutes(app: FastifyInstance, ctx: ServiceContext) {
   addFormParser(app);
+  scheduleDeletedUserSweep(ctx);
 
   // A token rotated while authenticating (the session was boosted elsewhere) goes out here.
   // A callback hook, not an async one: it does no async work, and a promise per request costs.

@@ -194,12 +194,13 @@ export async function deleteSession(ctx: Ctx, id: string): Promise<boolean> {
   return done;
 }
 
-/** Ends every session of a user (e.g. after an administrator resets their credentials). */
-export async function deleteUserSessions(ctx: Ctx, userId: string, except?: string): Promise<void> {
+/** Ends every session of a user (e.g. after an administrator resets their credentials); how many. */
+export async function deleteUserSessions(ctx: Ctx, userId: string, except?: string): Promise<number> {
   let q = authDb(ctx).deleteFrom('sessions').where('user_id', '=', userId);
   if (except) q = q.where('id', '!=', except);
-  await q.execute();
+  const r = await q.executeTakeFirst();
   changed(ctx, userId, '', true);
+  return Number(r.numDeletedRows);
 }
 
 /**

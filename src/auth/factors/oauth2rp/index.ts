@@ -36,7 +36,6 @@ import {
   POST_AUTH_OAUTH2RP_ID,
 } from './schemas.js';
 import { deleteLink, saveFlow, takeFlow, userLinks } from './store.js';
-import { scheduleLinkSweep } from './sweep.js';
 
 /** The name recorded on sessions that signed in through a provider. */
 export const FACTOR = 'oauth2rp';
@@ -222,7 +221,6 @@ export const oauth2rpFactor: Factor = {
   words: { label: 'your identity provider', proof: 'your identity provider' },
   register(app, ctx) {
     sealClientSecrets(app, ctx);
-    scheduleLinkSweep(ctx);
     // The providers the sign-in page offers (anyone may ask: names and IDs only).
     app.get('/auth/oauth2rp', { ...FLOW, schema: GET_AUTH_OAUTH2RP }, async (_req, reply) =>
       reply.header('Cache-Control', 'no-store').send(await listProviders(ctx)),
