@@ -32,19 +32,15 @@ const userIdsIn =
  * Deleting a user leaves rows that name it in tables of their own, outside the object store:
  * federated links (the provider's issuer, the user's subject there and the address it gave),
  * trusted devices (kept 400 days) and sessions (until they expire). Personal data kept for nobody:
- * this sweep deletes them. User IDs are never reused and a missing user is read from the database
- * every time (the row cache holds no absences), so a user found missing stays missing and no live
+ * this sweep deletes them. User IDs are never reused and whether a user exists is read from the
+ * database (a page of IDs in one statement), so a user found missing stays missing and no live
  * user's rows are ever taken. Sessions without a user (before the e-mail step) are not named.
  */
 export async function sweepDeletedUsers(ctx: ServiceContext, page = PAGE): Promise<LeftoversRemoved> {
-  const known = new Map<string, boolean>();
-  const gone = async (userId: string) => {
-    let exists = known.get(userId);
-    if (exists === undefined) {
-      exists = !!(await ctx.store.get(User, userId));
-      known.set(userId, exists);
-    }
-    return !exists;
+  // One statement per page: which of these users still exist.
+  const gone = async (userIds: string[]) => {
+    const live = await ctx.store.existing(User, userIds);
+    return userIds.filter((id) => !live.has(id));
   };
   const federatedLinks = await sweepKeys({
     page,

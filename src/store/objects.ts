@@ -129,6 +129,24 @@ export class ObjectStore {
     return row && toStored(row);
   }
 
+  /**
+   * Which of `ids` exist as objects of `type`, read from the database in one statement per 500
+   * (background sweeps ask for a page of IDs at a time; the row cache is not consulted).
+   */
+  async existing(type: ObjectType, ids: readonly string[]): Promise<Set<string>> {
+    const found = new Set<string>();
+    for (let at = 0; at < ids.length; at += 500) {
+      const rows = await this.k
+        .selectFrom('objects')
+        .select('id')
+        .where('type', '=', type.kind)
+        .where('id', 'in', ids.slice(at, at + 500))
+        .execute();
+      for (const r of rows) found.add(r.id);
+    }
+    return found;
+  }
+
   /** Hidden state (hashes) of an object; {} when none. */
   async getSecret(type: ObjectType, id: string): Promise<Doc> {
     const [row] = await this.fixed<{ secret: string | null }>(

@@ -11,32 +11,36 @@ export const VIDEO_SWEEP_INTERVAL_MS = 10 * 60 * 1000;
 const PAGE = 500;
 
 /**
- * Whether a video's owner still needs it: a reference video while its user exists; a vouch
- * request's recording while the request is pending and not past its ExpireTime (vouchers see it
- * only then; cancel, decline and approval delete it at once). An owner of a kind not known here
- * keeps its video: the sweep deletes only what it understands.
+ * The owners of a page that no longer need their videos: a reference video's user is gone (one
+ * statement for the page); a vouch request's recording is needed while the request is pending and
+ * not past its ExpireTime (vouchers see it only then; cancel, decline and approval delete it at
+ * once). An owner of a kind not known here keeps its video: the sweep deletes only what it
+ * understands.
  */
-async function stillNeeded(ctx: ServiceContext, owner: string): Promise<boolean> {
-  if (owner.startsWith('ref:')) return !!(await ctx.store.get(User, owner.slice(4)));
-  if (owner.startsWith('vouch:')) {
+async function ownersDone(ctx: ServiceContext, owners: string[]): Promise<string[]> {
+  const users = owners.filter((o) => o.startsWith('ref:')).map((o) => o.slice(4));
+  const live = await ctx.store.existing(User, users);
+  const done = users.filter((id) => !live.has(id)).map((id) => `ref:${id}`);
+  for (const owner of owners) {
+    if (!owner.startsWith('vouch:')) continue;
     const request = await ctx.store.get(VouchRequest, owner.slice(6));
-    return !!request && request.doc.State === 'pending' && !isExpired(request.doc);
+    if (request?.doc.State !== 'pending' || isExpired(request.doc)) done.push(owner);
   }
-  return true;
+  return done;
 }
 
 /**
  * Videos are faces and voices: a deleted user's reference video, and the recording of a vouch
  * request that was deleted or expired, were kept for good before this sweep. It deletes them
  * (complete videos only; abandoned uploads have a sweep of their own). IDs are never reused and
- * an absent object is read from the database every time (the row cache holds no absences), so an
- * owner found gone stays gone. Returns how many videos went.
+ * an absent object is read from the database (the row cache holds no absences), so an owner found
+ * gone stays gone. Returns how many videos went.
  */
 export function sweepVideosOfDeparted(ctx: ServiceContext, page = PAGE): Promise<number> {
   return sweepKeys({
     page,
     list: (after, limit) => videoOwners(ctx, after, limit),
-    gone: async (owner) => !(await stillNeeded(ctx, owner)),
+    gone: (owners) => ownersDone(ctx, owners),
     drop: (owner) => deleteCompleteVideos(ctx, owner),
   });
 }
