@@ -245,9 +245,12 @@ describe.each(backends())('proxy time limits on %s', (backend) => {
     expect(slow?.status).toBe(200);
     expect(JSON.parse(slow?.body ?? '{}')).toEqual({ size: 1000 });
 
-    // The upstream reads nothing for a second: the body waits on it, not on the client.
+    // The upstream reads nothing for a second: the body waits on it, not on the client. The
+    // idle bound is still under that second, with room for this test's own client (fetch in a
+    // busy test process) to pause when the upstream reads again.
+    const patient = await proxy({ bodyIdleTimeoutMs: 600 });
     const big = Buffer.alloc(16 * 1024 * 1024, 1);
-    const reader = await fetch(`${p.url}/public/slow-reader`, { method: 'POST', body: big });
+    const reader = await fetch(`${patient.url}/public/slow-reader`, { method: 'POST', body: big });
     expect(reader.status).toBe(200);
     expect(await reader.json()).toEqual({ size: big.length });
 
