@@ -175,7 +175,7 @@ export class ObjectStore {
           .where('k.value', '=', ''),
       [type.kind, name, value],
     );
-    return row && { ...toStored(row), secret: parseSecret(row.secret) };
+    return row && toStoredWithSecret(row);
   }
 
   /**
@@ -227,7 +227,7 @@ export class ObjectStore {
             create_time: row.r_create_time,
             modify_time: row.r_modify_time,
           });
-    return { obj: { ...toStored(row), secret: parseSecret(row.secret) }, ref };
+    return { obj: toStoredWithSecret(row), ref };
   }
 
   /**
@@ -548,7 +548,7 @@ export class ObjectStore {
       [type.kind, id],
       tx,
     );
-    return row && { ...toStored(row), secret: parseSecret(row.secret) };
+    return row && toStoredWithSecret(row);
   }
 
   private async current(tx: Tx, type: ObjectType, id: string): Promise<StoredObject & { secret: Doc }> {
@@ -667,25 +667,44 @@ type StoredRow = { id: string; data: string; etag: string; create_time: number; 
 /**
  * A stored row as an object. Its `doc` is parsed from `data` when first read: a GET answers with
  * `data` as stored and, for a caller with access to all objects of the type, never needs the
- * parsed form (parsing a user was a tenth of a GET's server time). An own enumerable property all
- * the same, so spreads, JSON and comparisons see it as before; assigning it replaces it.
+ * parsed form (parsing a user was a tenth of a GET's server time). A class, not an object literal
+ * with a getter: V8 builds such a literal in its slow path, about a microsecond each, and every
+ * read by ID makes one. `doc` lives on the prototype, so a spread copies the other fields only:
+ * copies name `doc` themselves (see `replace`).
  */
+class StoredRowObject implements StoredObject {
+  id: string;
+  data: string;
+  etag: string;
+  createTime: number;
+  modifyTime: number;
+  #doc: Doc | undefined;
+
+  constructor(row: StoredRow) {
+    this.id = row.id;
+    this.data = row.data;
+    this.etag = row.etag;
+    this.createTime = Number(row.create_time);
+    this.modifyTime = Number(row.modify_time);
+  }
+
+  get doc(): Doc {
+    this.#doc ??= JSON.parse(this.data) as Doc;
+    return this.#doc;
+  }
+
+  set doc(value: Doc) {
+    this.#doc = value;
+  }
+}
+
 function toStored(row: StoredRow): StoredObject {
-  let doc: Doc | undefined;
-  return {
-    id: row.id,
-    data: row.data,
-    get doc(): Doc {
-      doc ??= JSON.parse(row.data) as Doc;
-      return doc;
-    },
-    set doc(value: Doc) {
-      doc = value;
-    },
-    etag: row.etag,
-    createTime: Number(row.create_time),
-    modifyTime: Number(row.modify_time),
-  };
+  return new StoredRowObject(row);
+}
+
+/** A stored row with its secret fields: the object above, with `secret` as an own field. */
+function toStoredWithSecret(row: StoredRow & { secret: string | null }): StoredObject & { secret: Doc } {
+  return Object.assign(new StoredRowObject(row), { secret: parseSecret(row.secret) });
 }
 
 const parseSecret = (text: string | null): Doc => (text ? (JSON.parse(text) as Doc) : {});
