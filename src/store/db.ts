@@ -1,9 +1,10 @@
 import { chmodSync, closeSync, existsSync, mkdirSync, openSync, renameSync, rmSync, statSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { dirname, resolve } from 'node:path';
 import SQLite from 'better-sqlite3';
 import { type Generated, Kysely, PostgresDialect, type SqliteDatabase, SqliteDialect, sql } from 'kysely';
 import pg from 'pg';
 import { namePreparedStatements, resultTypeChanged, StatementNames } from './pgstatements.js';
+import { walIndexVersion } from './walversion.js';
 
 export interface ObjectsTable {
   type: string;
@@ -64,8 +65,9 @@ export interface Db {
   runSync?: <R>(sql: string, parameters: readonly unknown[]) => { rows: R[]; affected: number } | undefined;
   /**
    * SQLite only: a number that changes whenever any connection, of this process or another, has
-   * committed since the last call: `PRAGMA data_version` on the reader connection, which never
-   * writes and never holds a transaction open, so its own commits cannot hide anyone's.
+   * committed since the last call: read from the wal-index header (walversion.ts), or else
+   * `PRAGMA data_version` on the reader connection, which never writes and never holds a
+   * transaction open, so its own commits cannot hide anyone's.
    */
   readVersion?: () => number;
   close(): Promise<void>;
@@ -202,7 +204,7 @@ export function openDb(
   if (location !== ':memory:') prepareSqliteFile(location);
   const sqlite = new SQLite(location);
   // WAL lets readers run beside the writer; NORMAL sync is durable across process crashes.
-  sqlite.pragma('journal_mode = WAL');
+  const wal = sqlite.pragma('journal_mode = WAL', { simple: true }) === 'wal';
   sqlite.pragma('synchronous = NORMAL');
   sqlite.pragma('busy_timeout = 5000');
   sqlite.pragma('foreign_keys = ON');
@@ -220,10 +222,15 @@ export function openDb(
   const readSync = <R>(text: string, parameters: readonly unknown[]) =>
     statements.prepare(text).all(parameters) as R[];
   const dataVersion = reader.prepare('PRAGMA data_version').pluck();
+  const askSqlite = () => dataVersion.get() as number;
+  // Without WAL (a file system without shared memory) there is no wal-index to read.
+  const walVersion = wal
+    ? walIndexVersion(resolve(location), askSqlite)
+    : { version: askSqlite, close: () => {} };
   return {
     ...base,
     readSync,
-    readVersion: () => dataVersion.get() as number,
+    readVersion: walVersion.version,
     runSync: <R>(text: string, parameters: readonly unknown[]) => {
       if (sqlite.inTransaction) return undefined;
       const stmt = writer.prepare(text);
@@ -235,6 +242,7 @@ export function openDb(
     },
     close: async () => {
       await kysely.destroy();
+      walVersion.close();
       reader.close();
     },
   };
