@@ -33,6 +33,15 @@ export async function ensureBuilt(root, log) {
   });
 }
 
+/**
+ * Node.js options for every server a benchmark starts, from BENCH_SERVER_NODE_ARGS (split at
+ * spaces): how to profile a server under a benchmark's own load, since Node refuses --cpu-prof
+ * in NODE_OPTIONS.
+ */
+function serverNodeArgsFromEnv() {
+  return (process.env.BENCH_SERVER_NODE_ARGS ?? '').split(' ').filter(Boolean);
+}
+
 const KEY = /^gv[A-Za-z0-9]{54}$/;
 
 /**
@@ -57,6 +66,7 @@ export async function startServer({
   const child = spawn(
     process.execPath,
     [
+      ...serverNodeArgsFromEnv(),
       ...nodeArgs,
       join(root, 'dist/cli/main.js'),
       'serve',
