@@ -1,9 +1,10 @@
-// Why ~560 lines: ObjectStore's reads and writes share private machinery (the compiled-SQL cache
+// Why ~650 lines: ObjectStore's reads and writes share private machinery (the compiled-SQL cache
 // and its synchronous SQLite reader, the write transaction with its row locks and 'commit' event,
 // the change-log append that gives every write its ETag); splitting reads from writes would make
-// it public across files. The list SQL (listquery.ts), what a write takes from its type's
-// declaration (typerules.ts) and how PostgreSQL writers run side by side (pgwrite.ts) stand apart.
-import { randomBytes, randomInt, randomUUID } from 'node:crypto';
+// it public across files. What a stored object is (stored.ts), the list SQL (listquery.ts), what
+// a write takes from its type's declaration (typerules.ts) and how PostgreSQL writers run side by
+// side (pgwrite.ts) stand apart.
+import { randomBytes, randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { type Compilable, CompiledQuery, type Kysely, sql, type Transaction } from 'kysely';
 import { ApiError } from '../core/errors.js';
@@ -16,20 +17,21 @@ import { isAfter, LOG_START, type LogPosition } from './logposition.js';
 import { CommitNotifier } from './notifier.js';
 import { keyTaken, lostRace, type PendingChange, pgWrite, WRITE_ATTEMPTS } from './pgwrite.js';
 import { RowCache } from './rowcache.js';
+import {
+  etagMatches,
+  newId,
+  parseSecret,
+  type StoredObject,
+  type StoredRow,
+  secretText,
+  toStored,
+  toStoredWithSecret,
+} from './stored.js';
 import { allWritable, checkRefs, keysOf, prepare, writeKeys } from './typerules.js';
 
 export type { ListPage } from './listquery.js';
 export { CHANGES_CHANNEL } from './pgwrite.js';
-
-export interface StoredObject {
-  id: string;
-  doc: Doc;
-  /** The JSON text of doc, as served. */
-  data: string;
-  etag: string;
-  createTime: number;
-  modifyTime: number;
-}
+export { etagMatches, newId, type StoredObject } from './stored.js';
 
 export interface Change extends LogPosition {
   type: string;
@@ -40,24 +42,7 @@ export interface Change extends LogPosition {
   time: number;
 }
 
-const ID_ALPHABET = 'abcdefghijklmnopqrstuvwxyz0123456789';
-/** 14 random letters and digits (about 72 bits), as the spec's example. */
-export function newId(): string {
-  let s = '';
-  for (let i = 0; i < 14; i++) s += ID_ALPHABET[randomInt(ID_ALPHABET.length)];
-  return s;
-}
-
 type Tx = Transaction<Database>;
-
-/** Does one of the comma-separated ETags in an If-Match / If-None-Match header name `etag`? */
-export function etagMatches(header: string, etag: string, weak: boolean): boolean {
-  const strip = (t: string) => (weak ? t.replace(/^W\//, '') : t);
-  return header
-    .split(',')
-    .map((t) => t.trim())
-    .some((t) => t === '*' || strip(t) === strip(etag));
-}
 
 /**
  * The object repository: every type is stored the same way, every write appends to the change
@@ -661,51 +646,3 @@ export class ObjectStore {
     this.logChange(tx, type, id, null, Date.now());
   }
 }
-
-type StoredRow = { id: string; data: string; etag: string; create_time: number; modify_time: number };
-
-/**
- * A stored row as an object. Its `doc` is parsed from `data` when first read: a GET answers with
- * `data` as stored and, for a caller with access to all objects of the type, never needs the
- * parsed form (parsing a user was a tenth of a GET's server time). A class, not an object literal
- * with a getter: V8 builds such a literal in its slow path, about a microsecond each, and every
- * read by ID makes one. `doc` lives on the prototype, so a spread copies the other fields only:
- * copies name `doc` themselves (see `replace`).
- */
-class StoredRowObject implements StoredObject {
-  id: string;
-  data: string;
-  etag: string;
-  createTime: number;
-  modifyTime: number;
-  #doc: Doc | undefined;
-
-  constructor(row: StoredRow) {
-    this.id = row.id;
-    this.data = row.data;
-    this.etag = row.etag;
-    this.createTime = Number(row.create_time);
-    this.modifyTime = Number(row.modify_time);
-  }
-
-  get doc(): Doc {
-    this.#doc ??= JSON.parse(this.data) as Doc;
-    return this.#doc;
-  }
-
-  set doc(value: Doc) {
-    this.#doc = value;
-  }
-}
-
-function toStored(row: StoredRow): StoredObject {
-  return new StoredRowObject(row);
-}
-
-/** A stored row with its secret fields: the object above, with `secret` as an own field. */
-function toStoredWithSecret(row: StoredRow & { secret: string | null }): StoredObject & { secret: Doc } {
-  return Object.assign(new StoredRowObject(row), { secret: parseSecret(row.secret) });
-}
-
-const parseSecret = (text: string | null): Doc => (text ? (JSON.parse(text) as Doc) : {});
-const secretText = (s: Doc) => (Object.keys(s).length > 0 ? JSON.stringify(s) : null);
