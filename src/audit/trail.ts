@@ -87,9 +87,11 @@ const insertRows = async (db: Db, docs: readonly AuditRecord[]) => {
         sql`INSERT INTO audit_trail (type, id, data, time) VALUES (${AuditEntry.kind}, ${v.id}, ${v.data}, ${v.time})`,
       { id: String(one.ID), data: JSON.stringify(one), time: Number(one.TimeMs) },
     );
-  return sql`INSERT INTO audit_trail (type, id, data, time) VALUES ${sql.join(
+  const many = sql`INSERT INTO audit_trail (type, id, data, time) VALUES ${sql.join(
     docs.map((d) => sql`(${AuditEntry.kind}, ${d.ID}, ${JSON.stringify(d)}, ${d.TimeMs})`),
-  )}`.execute(db.kysely);
+  )}`.compile(db.kysely);
+  // On SQLite at once, as a single entry is (Db.runSync), unless a write transaction is open.
+  return db.runSync?.(many.sql, many.parameters) ?? db.kysely.executeQuery(many);
 };
 
 /** Appends one entry; returns its ID. */
@@ -109,8 +111,8 @@ export async function recordAudit(
 const MAX_BATCH = 200;
 
 /**
- * Group commit for the audit trail: entries recorded while an INSERT is in flight go together in
- * the next one, so under load the trail costs one statement (and one commit) per batch instead of
+ * Group commit for the audit trail: entries recorded in the same turn of the event loop, or while
+ * an INSERT is in flight, go together in the next one, so under load the trail costs one statement (and one commit) per batch instead of
  * one per request, and at rest exactly what a single insert costs. Each caller's promise settles
  * when its own entry is committed (a client that got its answer finds its entry listed). One per
  * service (src/api/audit.ts makes it), so two services in one process never share a queue.
@@ -129,12 +131,16 @@ export class AuditBatch {
     const doc = entryDoc(entry, now);
     return new Promise((resolve, reject) => {
       this.queue.push({ doc, done: (err) => (err ? reject(err) : resolve(String(doc.ID))) });
-      if (!this.draining) void this.drain();
+      if (this.draining) return;
+      // Not at once: the entries of every request answered in this turn of the event loop go
+      // together. On SQLite a statement runs synchronously, so an INSERT never was in flight
+      // when the next entry came, and each entry cost a commit of its own.
+      this.draining = true;
+      setImmediate(() => void this.drain());
     });
   }
 
   private async drain() {
-    this.draining = true;
     try {
       while (this.queue.length > 0) {
         const batch = this.queue.splice(0, MAX_BATCH);

@@ -49,6 +49,32 @@ describe.each(backends())('audit trail group commit on %s', (backend) => {
     }
   });
 
+  it('entries of requests answered in the same turn of the event loop share one INSERT', async () => {
+    // A server answers requests one callback after another: each entry comes after the last
+    // one's promise steps, not in one synchronous burst. They still go together, on SQLite
+    // (where an INSERT is never in flight) as on PostgreSQL.
+    const auditEvents = new EventEmitter();
+    const trail = new AuditBatch(db, auditEvents);
+    let batches = 0;
+    const count = () => batches++;
+    auditEvents.on('recorded', count);
+    try {
+      const entries: Promise<string>[] = [];
+      for (let i = 0; i < 5; i++) {
+        entries.push(trail.record({ Method: 'POST', Path: `/turn/${i}` }));
+        for (let step = 0; step < 10; step++) await Promise.resolve();
+      }
+      expect(new Set(await Promise.all(entries)).size).toBe(5);
+      expect(batches).toBe(1);
+      // The next turn's entry is a statement of its own, stored as well.
+      await new Promise((r) => setImmediate(r));
+      await trail.record({ Method: 'POST', Path: '/turn/next' });
+      expect(batches).toBe(2);
+    } finally {
+      auditEvents.off('recorded', count);
+    }
+  });
+
   it('a failed INSERT fails exactly the callers in it, and the next entries are stored', async () => {
     const trail = new AuditBatch(db);
     await sql`ALTER TABLE audit_trail RENAME TO audit_trail_away`.execute(db.kysely);
