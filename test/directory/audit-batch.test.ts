@@ -49,10 +49,11 @@ describe.each(backends())('audit trail group commit on %s', (backend) => {
     }
   });
 
-  it('entries of requests answered in the same turn of the event loop share one INSERT', async () => {
+  it('entries of requests answered in the same turn of the event loop share INSERTs', async () => {
     // A server answers requests one callback after another: each entry comes after the last
-    // one's promise steps, not in one synchronous burst. They still go together, on SQLite
-    // (where an INSERT is never in flight) as on PostgreSQL.
+    // one's promise steps, not in one synchronous burst. On SQLite, where an INSERT is never in
+    // flight, they go together; on PostgreSQL the first goes at once and the rest gather while
+    // it is in flight (a round trip takes more than a few promise steps).
     const auditEvents = new EventEmitter();
     const trail = new AuditBatch(db, auditEvents);
     let batches = 0;
@@ -65,11 +66,12 @@ describe.each(backends())('audit trail group commit on %s', (backend) => {
         for (let step = 0; step < 10; step++) await Promise.resolve();
       }
       expect(new Set(await Promise.all(entries)).size).toBe(5);
-      expect(batches).toBe(1);
-      // The next turn's entry is a statement of its own, stored as well.
+      const together = backend === 'sqlite' ? 1 : 2;
+      expect(batches).toBe(together);
+      // A later turn's entry is a statement of its own, stored as well.
       await new Promise((r) => setImmediate(r));
       await trail.record({ Method: 'POST', Path: '/turn/next' });
-      expect(batches).toBe(2);
+      expect(batches).toBe(together + 1);
     } finally {
       auditEvents.off('recorded', count);
     }
