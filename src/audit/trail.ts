@@ -114,9 +114,9 @@ const MAX_BATCH = 200;
  * Group commit for the audit trail: entries recorded while an INSERT is in flight (PostgreSQL) or
  * in the same turn of the event loop (SQLite) go together in the next one, so under load the
  * trail costs one statement (and one commit) per batch instead of one per request, and at rest
- * exactly what a single insert costs. Each caller's promise settles
- * when its own entry is committed (a client that got its answer finds its entry listed). One per
- * service (src/api/audit.ts makes it), so two services in one process never share a queue.
+ * exactly what a single insert costs. Each caller's promise settles when its own entry is
+ * committed (a client that got its answer finds its entry listed). One per service
+ * (src/api/audit.ts makes it), so two services in one process never share a queue.
  */
 export class AuditBatch {
   private queue: { doc: AuditRecord; done: (err?: unknown) => void }[] = [];

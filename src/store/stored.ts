@@ -42,7 +42,7 @@ export type StoredRow = { id: string; data: string; etag: string; create_time: n
  * parsed form (parsing a user was a tenth of a GET's server time). A class, not an object literal
  * with a getter: V8 builds such a literal in its slow path, about a microsecond each, and every
  * read by ID makes one. `doc` lives on the prototype, so a spread copies the other fields only:
- * copies name `doc` themselves (see `replace`).
+ * copies name `doc` themselves (see `ObjectStore.replace` in objects.ts).
  */
 class StoredRowObject implements StoredObject {
   id: string;
