@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import { Stream } from 'node:stream';
 import Fastify, {
   type FastifyBaseLogger,
@@ -18,6 +17,7 @@ import { splitList } from '../config/server.js';
 import { ApiError, type ErrorKind, isApiError } from '../core/errors.js';
 import { Jobs } from '../core/jobs.js';
 import { holdsSecret, redactUrl } from '../core/redact.js';
+import { REQUEST_ID_PATTERN, requestIdSource } from '../core/requestid.js';
 import { fieldSegment, mayHoldUnstorable, unstorableAt } from '../core/text.js';
 import { limitUnusedBody } from '../core/unusedbody.js';
 import { type ServiceContext, ServiceState } from '../store/service.js';
@@ -122,6 +122,7 @@ export async function createServer(opts: ServerOptions): Promise<FastifyInstance
   const ctx = composeService(given);
   if (factors) useFactors(ctx, factors);
   const trusted = splitList(ctx.config.server.trustproxy);
+  const newRequestId = requestIdSource();
   const app = Fastify({
     ...(https ? { https } : {}),
     loggerInstance: opts.logger as FastifyBaseLogger,
@@ -135,9 +136,9 @@ export async function createServer(opts: ServerOptions): Promise<FastifyInstance
     genReqId: (req) => {
       const given = req.headers['x-request-id'];
       // Every log line carries the id: one shaped like a key (a client's mistake) is replaced.
-      return typeof given === 'string' && /^[A-Za-z0-9._-]{1,64}$/.test(given) && !holdsSecret(given, false)
+      return typeof given === 'string' && REQUEST_ID_PATTERN.test(given) && !holdsSecret(given, false)
         ? given
-        : randomUUID();
+        : newRequestId();
     },
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 256 },
     frameworkErrors: answerFrameworkError,
