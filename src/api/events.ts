@@ -35,51 +35,56 @@ export async function registerEventRoutes(app: FastifyInstance, ctx: ServiceCont
     if (reply.statusCode !== 101 && isUpgrade(req.headers)) endSocket(req.raw.socket);
     done();
   });
-  await app.register(fastifyWebsocket, {
-    options: { maxPayload: MAX_MESSAGE_BYTES, perMessageDeflate: false },
-    errorHandler: (err, socket, req) => {
-      req.log.warn({ err }, 'event stream socket error');
-      socket.terminate();
-    },
-  });
-  // The 101 response is written by ws, not by Fastify: carry over the cookies the request set
-  // (a session token rotated while authenticating must reach the browser, or it is signed out).
-  const replies = new WeakMap<IncomingMessage, FastifyReply>();
-  app.websocketServer.on('headers', (headers: string[], raw: IncomingMessage) => {
-    const set = replies.get(raw)?.getHeader('set-cookie');
-    for (const c of set === undefined ? [] : Array.isArray(set) ? set : [set])
-      headers.push(`Set-Cookie: ${c}`);
-  });
-  app.route({
-    method: 'GET',
-    url: '/events',
-    schema: EVENTS,
-    // A session still signing in may follow its own AuthResponse (kind Auth) and nothing else.
-    config: { followSignIn: true },
-    preHandler: async (req, reply) => {
-      // Cookies ride along on cross-site websocket handshakes (no CORS for websockets): a
-      // session-authenticated stream must come from our own origin (cross-site websocket hijacking).
-      if (req.principal?.via === 'session') checkCsrf(req);
-      if (isUpgrade(req.headers) && !hub.mayOpen(principalOf(req)))
-        throw new ApiError(
-          'TooManyRequests',
-          `at most ${hub.options.maxStreamsPerUser} event streams may be open for one user: close one first`,
-        );
-      const token = pendingCookies.get(req);
-      if (token) {
-        pendingCookies.delete(req);
-        setSessionCookie(req, reply, token);
-      }
-      replies.set(req.raw, reply);
-    },
-    handler: async () => {
-      throw new ApiError('UpgradeRequired', 'GET /events is a websocket: open it with a websocket client', {
-        headers: { Upgrade: 'websocket' },
-      });
-    },
-    wsHandler: async (socket, req) => {
-      await hub.accept(socket, principalOf(req), req);
-    },
+  // The websocket plugin lives in a scope of its own that holds only /events: at the root it adds
+  // two hooks to every request and wraps every handler. An upgrade asked of any other path is
+  // answered as plain HTTP, and the hook above then ends its socket.
+  await app.register(async (scope) => {
+    await scope.register(fastifyWebsocket, {
+      options: { maxPayload: MAX_MESSAGE_BYTES, perMessageDeflate: false },
+      errorHandler: (err, socket, req) => {
+        req.log.warn({ err }, 'event stream socket error');
+        socket.terminate();
+      },
+    });
+    // The 101 response is written by ws, not by Fastify: carry over the cookies the request set
+    // (a session token rotated while authenticating must reach the browser, or it is signed out).
+    const replies = new WeakMap<IncomingMessage, FastifyReply>();
+    scope.websocketServer.on('headers', (headers: string[], raw: IncomingMessage) => {
+      const set = replies.get(raw)?.getHeader('set-cookie');
+      for (const c of set === undefined ? [] : Array.isArray(set) ? set : [set])
+        headers.push(`Set-Cookie: ${c}`);
+    });
+    scope.route({
+      method: 'GET',
+      url: '/events',
+      schema: EVENTS,
+      // A session still signing in may follow its own AuthResponse (kind Auth) and nothing else.
+      config: { followSignIn: true },
+      preHandler: async (req, reply) => {
+        // Cookies ride along on cross-site websocket handshakes (no CORS for websockets): a
+        // session-authenticated stream must come from our own origin (cross-site websocket hijacking).
+        if (req.principal?.via === 'session') checkCsrf(req);
+        if (isUpgrade(req.headers) && !hub.mayOpen(principalOf(req)))
+          throw new ApiError(
+            'TooManyRequests',
+            `at most ${hub.options.maxStreamsPerUser} event streams may be open for one user: close one first`,
+          );
+        const token = pendingCookies.get(req);
+        if (token) {
+          pendingCookies.delete(req);
+          setSessionCookie(req, reply, token);
+        }
+        replies.set(req.raw, reply);
+      },
+      handler: async () => {
+        throw new ApiError('UpgradeRequired', 'GET /events is a websocket: open it with a websocket client', {
+          headers: { Upgrade: 'websocket' },
+        });
+      },
+      wsHandler: async (socket, req) => {
+        await hub.accept(socket, principalOf(req), req);
+      },
+    });
   });
 }
 

@@ -93,6 +93,20 @@ describe.each(backends())('GET /events on %s', (backend) => {
     }
     expect(err.res.headers['x-error-code']).toBe('Unauthenticated');
     expect(JSON.parse(err.body)).toMatchObject({ Status: 401, Code: 'Unauthenticated' });
+    // With valid credentials, only /events becomes a websocket: any other path is answered as
+    // plain HTTP (never 101) and its socket ended.
+    const raw = connectTcp(port, '127.0.0.1');
+    let text = '';
+    raw.on('data', (d) => {
+      text += d;
+    });
+    raw.write(
+      `GET /users HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${s.adminKey}\r\nConnection: Upgrade\r\n` +
+        'Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n',
+    );
+    await new Promise((r) => raw.once('end', r));
+    expect(text.split('\r\n')[0]).toBe('HTTP/1.1 200 OK');
+    raw.destroy();
     const bad = (await EventClient.open(base, `gv${'x'.repeat(54)}`).catch((e) => e)) as {
       res: { statusCode: number };
     };
