@@ -1,7 +1,8 @@
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { Counter, Gauge, Registry } from 'prom-client';
 import { factors } from '../auth/factors/index.js';
 import type { ServiceContext } from '../store/service.js';
 import { databaseFigures, signinCountsOf } from './figures.js';
+import { RequestMetrics } from './requests.js';
 
 /** The sign-in steps whose answers count as sign-ins: POST /auth/<factor>. */
 const SIGNIN_ROUTES = new Map(factors.map((f) => [`/auth/${f.name}`, f.name]));
@@ -22,19 +23,7 @@ export interface ServiceMetrics {
  */
 export function serviceMetrics(ctx: Pick<ServiceContext, 'store' | 'db' | 'state'>): ServiceMetrics {
   const registry = new Registry();
-  const requests = new Counter({
-    name: 'gatehouse_http_requests_total',
-    help: 'HTTP requests answered, by method, route pattern and status',
-    labelNames: ['method', 'route', 'status'] as const,
-    registers: [registry],
-  });
-  const latency = new Histogram({
-    name: 'gatehouse_http_request_duration_seconds',
-    help: 'Time to answer an HTTP request, by method and route pattern',
-    labelNames: ['method', 'route'] as const,
-    buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
-    registers: [registry],
-  });
+  const requests = new RequestMetrics(registry);
   const signins = new Counter({
     name: 'gatehouse_signins_total',
     help: 'Sign-in steps answered, by factor and result (success, failure, throttled)',
@@ -84,8 +73,7 @@ export function serviceMetrics(ctx: Pick<ServiceContext, 'store' | 'db' | 'state
     registry,
     observe(method, route, status, seconds) {
       const r = route ?? '(no route)';
-      requests.inc({ method, route: r, status: String(status) });
-      latency.observe({ method, route: r }, seconds);
+      requests.observe(method, r, status, seconds);
       const factor = method === 'POST' ? SIGNIN_ROUTES.get(r) : undefined;
       if (factor) {
         const result =
