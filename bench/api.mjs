@@ -12,6 +12,7 @@ import { parseArgs } from 'node:util';
 import { startBareFastify } from './lib/bare.mjs';
 import { detectTool, runLoad, running, wrkVersion } from './lib/load.mjs';
 import { machineInfo } from './lib/machine.mjs';
+import { cpuPlan } from './lib/pin.mjs';
 import { createTempDatabase } from './lib/postgres.mjs';
 import { measureCpu, sampleRss } from './lib/proc.mjs';
 import { fmt, markdownTable } from './lib/report.mjs';
@@ -38,6 +39,8 @@ database, and measures GET /users/:id, POST /users and a list of all users (GET 
                         (default $BENCH_PG_URL or postgres://postgres@127.0.0.1:5432/postgres)
   --root <dir>          the checkout whose dist/ is served (default: this one), e.g. to
                         compare a build before and after a change
+  --pin                 run each server on CPUs 1.. and wrk on CPU 0 (taskset), so that they
+                        never share a CPU: steadier GET figures, lower POST (docs/benchmarks.md)
   --json <file>         also write the JSON summary to this file
   --strict              exit 1 when a SQLite target is missed (default: only on errors)
   --help
@@ -67,6 +70,7 @@ const { values: args } = parseArgs({
     json: { type: 'string' },
     root: { type: 'string', default: HERE },
     strict: { type: 'boolean', default: false },
+    pin: { type: 'boolean', default: false },
     help: { type: 'boolean', default: false },
   },
 });
@@ -95,6 +99,7 @@ const settings = {
   listRuns: positiveInt(args['list-runs'] ?? (quick ? '1' : '3'), 'list-runs'),
   tool: args.tool === 'auto' ? detectTool() : args.tool,
   wrkThreads: 1,
+  pinning: cpuPlan(args.pin),
 };
 if (!['wrk', 'autocannon'].includes(settings.tool)) {
   process.stderr.write('--tool must be wrk, autocannon or auto\n');
@@ -190,7 +195,13 @@ const mb = (kib) => (kib === undefined ? undefined : Math.round((kib / 1024) * 1
 
 /** One load scenario: a warm-up run (not reported), then the measured run with CPU figures. */
 async function loadScenario(server, label, req, connections) {
-  const base = { tool: settings.tool, connections, threads: settings.wrkThreads, ...req };
+  const base = {
+    tool: settings.tool,
+    connections,
+    threads: settings.wrkThreads,
+    cpus: settings.pinning.load,
+    ...req,
+  };
   log(`${label}: warm-up ${settings.warmupS} s`);
   await runLoad({ ...base, durationS: settings.warmupS });
   log(`${label}: ${settings.durationS} s with ${connections} connections (${settings.tool})`);
@@ -212,7 +223,12 @@ const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 /** Alternating short runs of `a` and `b` (3 rounds); each round's a ÷ b. */
 async function pairedRounds(a, b, label) {
   const seconds = Math.max(1, Math.round(settings.durationS / 3));
-  const base = { tool: settings.tool, connections: settings.getConnections, threads: settings.wrkThreads };
+  const base = {
+    tool: settings.tool,
+    connections: settings.getConnections,
+    threads: settings.wrkThreads,
+    cpus: settings.pinning.load,
+  };
   const rounds = [];
   for (let i = 0; i < 3; i++) {
     const ra = await runLoad({ ...base, ...a, durationS: seconds });
@@ -247,7 +263,7 @@ async function benchBackend(name) {
   log(`${title}: starting the server`);
   let server;
   try {
-    server = await startServer({ root: ROOT, database: db.location });
+    server = await startServer({ root: ROOT, database: db.location, cpus: settings.pinning.server });
   } catch (e) {
     await removeDb();
     throw e;
@@ -277,7 +293,7 @@ async function benchBackend(name) {
     // The reference: a bare Fastify route serving the same body (issue 24), in rounds that
     // alternate with GET itself, so that a machine shared with others loads both alike; the ratio
     // is the median of the rounds' ratios.
-    const bare = await startBareFastify(ROOT, template);
+    const bare = await startBareFastify(ROOT, template, settings.pinning.server);
     try {
       out.bare = await loadScenario(
         bare,
@@ -515,7 +531,8 @@ async function main() {
     '',
     `Load: ${summary.settings.generator}; GET ${settings.getConnections} and POST ${settings.postConnections} ` +
       `connections, ${settings.durationS} s per scenario after a ${settings.warmupS} s warm-up; ` +
-      `list read ${settings.listRuns} time(s). Machine: ${summary.machine.nproc} CPUs, ${summary.machine.cpuModel}, ` +
+      `list read ${settings.listRuns} time(s); CPUs: ${settings.pinning.describe}. ` +
+      `Machine: ${summary.machine.nproc} CPUs, ${summary.machine.cpuModel}, ` +
       `load average ${summary.machine.loadAvg.join(' ')} before the run` +
       (summary.cpuPressureAfter
         ? `, CPU pressure (share of time tasks waited for a CPU) ${summary.cpuPressureAfter.avg60} % over the last minute of the run`

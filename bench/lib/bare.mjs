@@ -2,14 +2,16 @@
 // its own like `gatehouse serve`, measured in the same run (bench/api.mjs).
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
+import { pinned } from './pin.mjs';
 import { freePort, liveServers } from './server.mjs';
 
 /**
  * Starts `node -e <fastify app>` from `root` (its node_modules/fastify) on a free loopback port,
  * answering GET /users/:id with `body` as application/json and an ETag, nothing else: no
- * authentication, no database. Returns { url, pid, stop() }.
+ * authentication, no database; on the CPUs `cpus` (a taskset list) when given. Returns
+ * { url, pid, stop() }.
  */
-export async function startBareFastify(root, body) {
+export async function startBareFastify(root, body, cpus) {
   const port = await freePort();
   const code = `
     const fastify = require(${JSON.stringify(join(root, 'node_modules/fastify'))});
@@ -20,7 +22,7 @@ export async function startBareFastify(root, body) {
     });
     app.listen({ host: '127.0.0.1', port: ${port} }).then(() => process.stdout.write('ready\\n'));
   `;
-  const child = spawn(process.execPath, ['-e', code], {
+  const child = spawn(...pinned(cpus, process.execPath, ['-e', code]), {
     cwd: root,
     stdio: ['ignore', 'pipe', 'inherit'],
     env: { ...process.env, BARE_BODY: body },

@@ -4,6 +4,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pinned } from './pin.mjs';
 
 /** 'wrk' when it is on the PATH, else 'autocannon'. */
 export function detectTool() {
@@ -21,7 +22,8 @@ const luaString = (s) => JSON.stringify(s); // a JSON string literal is a valid 
 
 /**
  * Runs one load scenario.
- * opts: { tool, url, method, headers, body, connections, threads, durationS, timeoutS }
+ * opts: { tool, url, method, headers, body, connections, threads, durationS, timeoutS, cpus }
+ * (cpus: a taskset CPU list wrk runs on; autocannon runs in this process, unpinned)
  * Returns { tool, requests, durationS, rps, latencyMs: {p50, p90, p99, max, mean}, errors, non2xx }.
  * `errors` counts connection/read/write errors and timeouts; `non2xx` counts error statuses
  * (wrk: status >= 400; autocannon: anything but 2xx).
@@ -39,6 +41,7 @@ async function runWrk({
   threads = 1,
   durationS,
   timeoutS = 10,
+  cpus,
 }) {
   const dir = mkdtempSync(join(tmpdir(), 'gatehouse-wrk-'));
   try {
@@ -69,7 +72,10 @@ async function runWrk({
       script,
       url,
     ];
-    const { code, stdout, stderr } = await run('wrk', args, (durationS + timeoutS + 15) * 1000);
+    const { code, stdout, stderr } = await run(
+      ...pinned(cpus, 'wrk', args),
+      (durationS + timeoutS + 15) * 1000,
+    );
     const m = /^BENCH_RESULT (.*)$/m.exec(stdout);
     if (code !== 0 || !m) throw new Error(`wrk failed (exit ${code}): ${stderr || stdout}`);
     const r = JSON.parse(m[1]);

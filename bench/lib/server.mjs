@@ -3,6 +3,7 @@ import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
+import { pinned } from './pin.mjs';
 
 /** A TCP port on 127.0.0.1 that was free a moment ago (the OS picks it). */
 export function freePort() {
@@ -49,7 +50,8 @@ const KEY = /^gv[A-Za-z0-9]{54}$/;
  * admin API key printed on first start (third line of stdout, indented), and waits until
  * GET /healthz answers. `nodeArgs` go before the script (e.g. a preload), `env` is added to
  * this process's. With `firstStart: false` (a further instance on a database another instance
- * set up) no key is printed and none is waited for: `key` is undefined.
+ * set up) no key is printed and none is waited for: `key` is undefined. `cpus` (a taskset CPU
+ * list, bench/lib/pin.mjs) pins the server.
  * Returns { url, key, pid, stderr(), stop() }.
  */
 export async function startServer({
@@ -60,12 +62,12 @@ export async function startServer({
   nodeArgs = [],
   env = {},
   firstStart = true,
+  cpus,
 }) {
   const port = await freePort();
   const listen = `127.0.0.1:${port}`;
   const child = spawn(
-    process.execPath,
-    [
+    ...pinned(cpus, process.execPath, [
       ...serverNodeArgsFromEnv(),
       ...nodeArgs,
       join(root, 'dist/cli/main.js'),
@@ -76,7 +78,7 @@ export async function startServer({
       listen,
       '--log-level',
       logLevel,
-    ],
+    ]),
     { cwd: root, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } },
   );
   let out = '';
