@@ -44,11 +44,11 @@ export function registerAuditRoutes(app: FastifyInstance, ctx: ServiceContext) {
   // Before the answer leaves (onSend): a client that got its answer finds the entry listed.
   // Most requests are reads that nobody refused: those pass on at once, without a promise; a
   // recorded one answers once its entry is written (Fastify waits for the promise returned).
-  app.addHook('onSend', (req, reply, payload, done) => {
+  app.answers.beforeSend((req, reply) => {
     // Writes, and every request the policy refused (reads too: a denial is worth a line).
     const route = req.routeOptions.url;
-    if (!audited(req.method, route) && !req.refusedBy) return done(null, payload);
-    return record(req, reply, route).then(() => payload);
+    if (!audited(req.method, route) && !req.refusedBy) return;
+    return record(req, reply, route);
   });
   const record = async (req: FastifyRequest, reply: FastifyReply, route: string | undefined) => {
     const p = req.principal;

@@ -1,5 +1,5 @@
 import { Readable } from 'node:stream';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { FLOW, formIntent, formOf } from '../auth/factors/factor.js';
 import { mountFactor } from '../auth/factors/flow.js';
 import { factorsOf } from '../auth/factors/index.js';
@@ -55,14 +55,12 @@ export async function registerAuthRoutes(app: FastifyInstance, ctx: ServiceConte
   scheduleDeletedUserSweep(ctx);
 
   // A token rotated while authenticating (the session was boosted elsewhere) goes out here.
-  // A callback hook, not an async one: it does no async work, and a promise per request costs.
-  app.addHook('onSend', (req: FastifyRequest, reply: FastifyReply, payload, done) => {
+  app.answers.beforeSend((req, reply) => {
     const token = pendingCookies.get(req);
     if (token) {
       pendingCookies.delete(req);
       setSessionCookie(req, reply, token);
     }
-    done(null, payload);
   });
 
   // POST /auth (form intent): an AuthResponse, even when the session may not (yet) do anything.

@@ -30,10 +30,8 @@ export async function registerEventRoutes(app: FastifyInstance, ctx: ServiceCont
   app.addHook('onClose', async () => hub.close());
   // An upgrade refused before the handshake (401, 404...) leaves a socket that no longer speaks
   // HTTP: end it once the response is out, or a client could hold it open forever.
-  // A callback hook: it runs for every request and does no async work.
-  app.addHook('onResponse', (req, reply, done) => {
+  app.answers.afterResponse((req, reply) => {
     if (reply.statusCode !== 101 && isUpgrade(req.headers)) endSocket(req.raw.socket);
-    done();
   });
   // The websocket plugin lives in a scope of its own that holds only /events: at the root it adds
   // two hooks to every request and wraps every handler. An upgrade asked of any other path is

@@ -15,10 +15,8 @@ export const PROMETHEUS_PATH = '/prometheus';
  */
 export function registerPrometheusRoutes(app: FastifyInstance, ctx: ServiceContext) {
   const metrics = serviceMetrics(ctx);
-  // A callback hook: it runs for every request and does no async work.
-  app.addHook('onResponse', (req, reply, done) => {
+  app.answers.afterResponse((req, reply) => {
     metrics.observe(req.method, req.routeOptions.url, reply.statusCode, reply.elapsedTime / 1000);
-    done();
   });
   app.get(PROMETHEUS_PATH, { schema: GET_PROMETHEUS }, async (req, reply) => {
     if (!(await decide(ctx, principalOf(req), 'Metrics.read', { kind: 'Policy', id: '' })).Allowed)

@@ -24,6 +24,7 @@ import { type ServiceContext, ServiceState } from '../store/service.js';
 import { databaseDown, databaseUnavailable } from '../store/unavailable.js';
 import { errorPage, sendHtml, wantsHtml } from '../web/errorpage.js';
 import { WritePath } from '../writes/path.js';
+import { AnswerHooks } from './answerhooks.js';
 import { requestLogger } from './requestlogger.js';
 import { registrars } from './routes.js';
 import { requestValidators, schemaRefusal } from './validation.js';
@@ -37,6 +38,8 @@ declare module 'fastify' {
   interface FastifyInstance {
     /** The service object this server serves (src/store/service.ts): its state, jobs, store. */
     readonly service: ServiceContext;
+    /** What features do with every answer (src/api/answerhooks.ts). */
+    readonly answers: AnswerHooks;
   }
   interface FastifyContextConfig {
     /** required (default): 401 without credentials; optional: principal if any; none: not even looked at. */
@@ -158,9 +161,9 @@ export async function createServer(opts: ServerOptions): Promise<FastifyInstance
   // A body the service answers without reading (credentials refused in onRequest, a GET's):
   // Node would drain it without limit after the answer to keep the connection. Read within a
   // bound instead, or close the connection after the answer (src/core/unusedbody.ts).
-  app.addHook('onSend', (req, reply, payload, done) => {
+  app.decorate('answers', new AnswerHooks(app));
+  app.answers.beforeSend((req, reply) => {
     if (!req.raw.complete) limitUnusedBody(req.raw, reply.raw);
-    done(null, payload);
   });
 
   app.addHook('onRequest', async (req, reply) => {

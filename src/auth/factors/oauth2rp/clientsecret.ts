@@ -19,23 +19,28 @@ export const MAX_CLIENT_SECRET = 1024;
 const APP_ROUTES = new Set(['/apps', '/apps/:id']);
 
 export function sealClientSecrets(app: FastifyInstance, ctx: ServiceContext) {
-  app.addHook('preHandler', async (req) => {
+  // A callback hook: it runs for every request, and all but App writes pass on without a promise.
+  app.addHook('preHandler', (req, _reply, done) => {
     if ((req.method !== 'POST' && req.method !== 'PUT') || !APP_ROUTES.has(req.routeOptions.url ?? ''))
-      return;
-    const body = req.body;
-    if (!body || typeof body !== 'object' || Array.isArray(body)) return;
-    const given = (body as Record<string, unknown>).OAuth2ClientSecret;
-    if (typeof given !== 'string' || given === '') return;
-    if (given.length > MAX_CLIENT_SECRET)
-      throw new ApiError(
-        'InvalidField',
-        `OAuth2ClientSecret may have at most ${MAX_CLIENT_SECRET} characters`,
-        {
-          field: 'OAuth2ClientSecret',
-        },
-      );
-    (body as Record<string, unknown>).OAuth2ClientSecret = await encryptSecret(ctx, given, AAD);
+      return done();
+    sealBody(ctx, req.body).then(() => done(), done);
   });
+}
+
+/** Replaces OAuth2ClientSecret in an App's body by its sealed form. */
+async function sealBody(ctx: ServiceContext, body: unknown) {
+  if (!body || typeof body !== 'object' || Array.isArray(body)) return;
+  const given = (body as Record<string, unknown>).OAuth2ClientSecret;
+  if (typeof given !== 'string' || given === '') return;
+  if (given.length > MAX_CLIENT_SECRET)
+    throw new ApiError(
+      'InvalidField',
+      `OAuth2ClientSecret may have at most ${MAX_CLIENT_SECRET} characters`,
+      {
+        field: 'OAuth2ClientSecret',
+      },
+    );
+  (body as Record<string, unknown>).OAuth2ClientSecret = await encryptSecret(ctx, given, AAD);
 }
 
 /** The client secret in clear, '' when none is set. */
