@@ -41,9 +41,9 @@ function agentApp(req: FastifyRequest, status: number): string {
  */
 export function registerAuditRoutes(app: FastifyInstance, ctx: ServiceContext) {
   const trail = new AuditBatch(ctx.db, auditEventsOf(ctx));
-  // Before the answer leaves (onSend): a client that got its answer finds the entry listed.
-  // Most requests are reads that nobody refused: those pass on at once, without a promise; a
-  // recorded one answers once its entry is written (Fastify waits for the promise returned).
+  // Before the answer leaves: a client that got its answer finds the entry listed. Most
+  // requests are reads that nobody refused: those pass on at once, without a promise; a recorded
+  // one answers once its entry is written (the answer waits for the promise returned).
   app.answers.beforeSend((req, reply) => {
     // Writes, and every request the policy refused (reads too: a denial is worth a line).
     const route = req.routeOptions.url;
