@@ -1,5 +1,8 @@
 import { Counter, Histogram, type Registry } from 'prom-client';
 
+const LATENCY = 'gatehouse_http_request_duration_seconds';
+const LATENCY_HELP = 'Time to answer an HTTP request, by method and route pattern';
+
 /** Upper bounds of the latency histogram's buckets, in seconds. */
 export const LATENCY_BUCKETS = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5] as const;
 
@@ -116,8 +119,6 @@ class RequestCounter extends Counter<'method' | 'route' | 'status'> {
   }
 }
 
-const LATENCY = 'gatehouse_http_request_duration_seconds';
-
 /**
  * Never observed itself: its values are the series of a RequestMetrics. prom-client's registry
  * and its own get() read getForPromString(), which answers in the shape prom-client's gives.
@@ -129,7 +130,7 @@ class LatencyHistogram extends Histogram<'method' | 'route'> {
   ) {
     super({
       name: LATENCY,
-      help: 'Time to answer an HTTP request, by method and route pattern',
+      help: LATENCY_HELP,
       labelNames: ['method', 'route'] as const,
       buckets: [...LATENCY_BUCKETS],
       registers: [registry],
@@ -150,7 +151,7 @@ class LatencyHistogram extends Histogram<'method' | 'route'> {
     }
     return {
       name: LATENCY,
-      help: 'Time to answer an HTTP request, by method and route pattern',
+      help: LATENCY_HELP,
       type: 'histogram',
       values,
       aggregator: 'sum',
