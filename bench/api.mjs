@@ -193,15 +193,17 @@ function buildInfo(root) {
 
 const mb = (kib) => (kib === undefined ? undefined : Math.round((kib / 1024) * 10) / 10);
 
+/** What every load run of this benchmark shares: the tool, its threads and CPUs. */
+const loadBase = (connections) => ({
+  tool: settings.tool,
+  connections,
+  threads: settings.wrkThreads,
+  cpus: settings.pinning.load,
+});
+
 /** One load scenario: a warm-up run (not reported), then the measured run with CPU figures. */
 async function loadScenario(server, label, req, connections) {
-  const base = {
-    tool: settings.tool,
-    connections,
-    threads: settings.wrkThreads,
-    cpus: settings.pinning.load,
-    ...req,
-  };
+  const base = { ...loadBase(connections), ...req };
   log(`${label}: warm-up ${settings.warmupS} s`);
   await runLoad({ ...base, durationS: settings.warmupS });
   log(`${label}: ${settings.durationS} s with ${connections} connections (${settings.tool})`);
@@ -223,12 +225,7 @@ const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 /** Alternating short runs of `a` and `b` (3 rounds); each round's a ÷ b. */
 async function pairedRounds(a, b, label) {
   const seconds = Math.max(1, Math.round(settings.durationS / 3));
-  const base = {
-    tool: settings.tool,
-    connections: settings.getConnections,
-    threads: settings.wrkThreads,
-    cpus: settings.pinning.load,
-  };
+  const base = loadBase(settings.getConnections);
   const rounds = [];
   for (let i = 0; i < 3; i++) {
     const ra = await runLoad({ ...base, ...a, durationS: seconds });
