@@ -64,6 +64,12 @@ export interface Db {
    */
   runSync?: <R>(sql: string, parameters: readonly unknown[]) => { rows: R[]; affected: number } | undefined;
   /**
+   * SQLite only: runs a statement at once on the writer connection, whatever is open on it. Only
+   * for the holder of the writer's open transaction (writebatch.ts), who runs exactly what Kysely
+   * would run on that connection, without its asynchronous hand-off per statement.
+   */
+  writeSync?: <R>(sql: string, parameters: readonly unknown[]) => { rows: R[]; affected: number };
+  /**
    * SQLite only: a number that changes whenever any connection, of this process or another, has
    * committed since the last call: read from the wal-index header (walversion.ts), or else
    * `PRAGMA data_version` on the reader connection, which never writes and never holds a
@@ -211,7 +217,13 @@ export function openDb(
   sqlite.pragma(`cache_size = -${SQLITE_CACHE_KIB}`);
   const writer = cachingStatements(sqlite);
   const kysely = new Kysely<Database>({ dialect: new SqliteDialect({ database: writer }) });
-  const base = { kysely, dialect: 'sqlite' as const, describe: `sqlite ${location}` };
+  const writeSync = <R>(text: string, parameters: readonly unknown[]) => {
+    const stmt = writer.prepare(text);
+    if (!stmt.reader) return { rows: [] as R[], affected: Number(stmt.run(parameters).changes) };
+    const rows = stmt.all(parameters) as R[];
+    return { rows, affected: rows.length };
+  };
+  const base = { kysely, dialect: 'sqlite' as const, describe: `sqlite ${location}`, writeSync };
   // An in-memory database cannot be opened twice: it reads through Kysely like PostgreSQL does.
   if (location === ':memory:') return { ...base, close: () => kysely.destroy() };
   // A second connection for reads: in WAL mode it sees committed data only.

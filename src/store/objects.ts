@@ -28,6 +28,7 @@ import {
   toStoredWithSecret,
 } from './stored.js';
 import { allWritable, checkRefs, keysOf, prepare, writeKeys } from './typerules.js';
+import { WriteBatches } from './writebatch.js';
 
 export type { ListPage } from './listquery.js';
 export { CHANGES_CHANNEL } from './pgwrite.js';
@@ -74,6 +75,7 @@ export class ObjectStore {
     this.commits.setMaxListeners(0);
     this.rowCache = db.readVersion && db.readSync ? new RowCache(db.readVersion) : undefined;
     this.locks = new NamedLocks(db);
+    this.batches = db.writeSync ? new WriteBatches({ ...db, writeSync: db.writeSync }) : undefined;
     this.notifier = db.pool ? new CommitNotifier(db.pool, this.notifyTag) : undefined;
   }
 
@@ -451,6 +453,7 @@ export class ObjectStore {
   ): Promise<R[]> {
     if (executor === this.k && this.db.readSync && /^\s*select\b/i.test(text))
       return this.db.readSync<R>(text, params);
+    if (this.db.writeSync && this.batches?.holds(executor)) return this.db.writeSync<R>(text, params).rows;
     return (await executor.executeQuery<R>(CompiledQuery.raw(text, params))).rows;
   }
 
@@ -459,6 +462,9 @@ export class ObjectStore {
 
   /** Change-log rows of a transaction, appended just before it commits. */
   private readonly pending = new WeakMap<Tx, PendingChange[]>();
+
+  /** SQLite: the writes of one turn of the event loop share a transaction (writebatch.ts). */
+  private readonly batches: WriteBatches | undefined;
 
   /** PostgreSQL: writers run side by side (pgwrite.ts); SQLite has one writer at a time. */
   private get concurrent() {
@@ -500,7 +506,8 @@ export class ObjectStore {
           changes.some((c) => c.prompt === true),
         );
     } else {
-      result = await this.k.transaction().execute(async (tx) => {
+      if (!this.batches) throw new Error('a SQLite store without its writer');
+      result = await this.batches.run(async (tx) => {
         const r = await run(tx);
         for (const c of changes) await this.appendChange(tx, c);
         return r;

@@ -1,0 +1,129 @@
+import type { ControlledTransaction, Transaction } from 'kysely';
+import type { Database, Db } from './db.js';
+
+interface Batch {
+  trx: ControlledTransaction<Database>;
+  /** Settles when the batch has ended: committed (every write in it holds) or not (none does). */
+  ended: Promise<void>;
+  end: (err?: unknown) => void;
+  over: boolean;
+}
+
+/**
+ * SQLite: the writes of one turn of the event loop share one transaction (group commit).
+ *
+ * SQLite has one writer at a time, and much of a small write's cost is its transaction: BEGIN,
+ * COMMIT writing each page it touched to the WAL, and the asynchronous hand-off of each statement.
+ * Writes that arrive together (the requests read in one poll of the sockets) run one after
+ * another, each inside a savepoint of one transaction, which commits in that turn's check phase
+ * (setImmediate): pages that several of them touch are written once. A write whose statements
+ * fail is rolled back to its savepoint alone; the others go on. No write is answered before the
+ * COMMIT that holds it, and when that COMMIT fails, or SQLite ends the transaction itself (a full
+ * disk, an I/O error), every write in the batch fails: each caller learns its write's real outcome.
+ */
+export class WriteBatches {
+  private open: Batch | undefined;
+  /** One write at a time: the tail of the queue of writers (and of batch ends). */
+  private tail: Promise<void> = Promise.resolve();
+  /** A write's function is running in the open batch. */
+  private running = false;
+
+  constructor(private readonly db: Db & Required<Pick<Db, 'writeSync'>>) {}
+
+  /** True for the open batch's transaction while a write runs in it: its statements may run at once (Db.writeSync). */
+  holds(tx: unknown): boolean {
+    return this.running && tx === this.open?.trx;
+  }
+
+  async run<T>(fn: (tx: Transaction<Database>) => Promise<T>): Promise<T> {
+    const release = await this.turn();
+    let batch: Batch;
+    let result: T;
+    try {
+      batch = this.open ?? (await this.begin());
+      this.exec('SAVEPOINT write');
+      this.running = true;
+      try {
+        result = await fn(batch.trx);
+      } catch (err) {
+        this.running = false;
+        try {
+          this.exec('ROLLBACK TO write');
+          this.exec('RELEASE write');
+        } catch (undoErr) {
+          // SQLite ended the whole transaction: the writes before this one in the batch are gone
+          // too. They are told so now, and the writes after this one start a new batch.
+          await this.finish(batch, undoErr);
+        }
+        throw err;
+      }
+      this.running = false;
+      this.exec('RELEASE write');
+    } finally {
+      this.running = false;
+      release();
+    }
+    await batch.ended;
+    return result;
+  }
+
+  /** A statement of the batch's own, between writes: run at once on the writer it holds. */
+  private exec(text: string) {
+    this.db.writeSync(text, []);
+  }
+
+  private async turn(): Promise<() => void> {
+    let release = () => {};
+    const mine = new Promise<void>((r) => {
+      release = r;
+    });
+    const before = this.tail;
+    this.tail = before.then(() => mine);
+    await before;
+    return release;
+  }
+
+  private async begin(): Promise<Batch> {
+    const trx = await this.db.kysely.startTransaction().execute();
+    let end: (err?: unknown) => void = () => {};
+    const ended = new Promise<void>((resolve, reject) => {
+      end = (err) => (err === undefined ? resolve() : reject(err));
+    });
+    // A write that failed by itself has its answer already: no unhandled rejection for it.
+    ended.catch(() => {});
+    const batch: Batch = { trx, ended, end, over: false };
+    this.open = batch;
+    setImmediate(() => void this.close(batch));
+    return batch;
+  }
+
+  private async close(batch: Batch) {
+    const release = await this.turn();
+    try {
+      await this.finish(batch);
+    } finally {
+      release();
+    }
+  }
+
+  /** Commits the batch, or rolls it back when `lost` says why it cannot hold; called in a turn. */
+  private async finish(batch: Batch, lost?: unknown) {
+    if (batch.over) return;
+    batch.over = true;
+    if (this.open === batch) this.open = undefined;
+    if (lost === undefined) {
+      try {
+        await batch.trx.commit().execute();
+        batch.end();
+        return;
+      } catch (err) {
+        lost = err;
+      }
+    }
+    await batch.trx
+      .rollback()
+      .execute()
+      .catch(() => {});
+    batch.end(lost);
+  }
+}
