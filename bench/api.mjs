@@ -307,17 +307,21 @@ async function benchBackend(name) {
       await bare.stop();
     }
     out.getVsBare = median(out.getVsBareRounds.map((r) => r.ratio));
-    out.post = await loadScenario(
-      server,
-      `${title} POST /users`,
-      {
-        url: `${server.url}/users`,
-        method: 'POST',
-        headers: { ...auth, 'Content-Type': 'application/json' },
-        body: '{}',
-      },
-      settings.postConnections,
+    const postUsers = {
+      url: `${server.url}/users`,
+      method: 'POST',
+      headers: { ...auth, 'Content-Type': 'application/json' },
+      body: '{}',
+    };
+    out.post = await loadScenario(server, `${title} POST /users`, postUsers, settings.postConnections);
+    // Writes against reads of the same server (issue 24), alternated like the reference above,
+    // each with its own number of connections.
+    out.postVsGetRounds = await pairedRounds(
+      { ...postUsers, connections: settings.postConnections },
+      { url: `${server.url}/users/${userId}`, headers: auth },
+      `${title} POST vs GET`,
     );
+    out.postVsGet = median(out.postVsGetRounds.map((r) => r.ratio));
 
     // The list: top up to the wanted number of users, then read GET /users (no limit) whole.
     const existing = await settledCount(db.location, 'User');
@@ -499,6 +503,13 @@ async function main() {
       values: values((b) => b.post.latencyMs.p99),
     },
     { scenario: '', metric: 'server CPU', unit: '%', values: values((b) => b.post.serverCpuPct) },
+    {
+      scenario: '',
+      metric: 'POST /users ÷ GET /users/:id (median of 3 alternating rounds)',
+      digits: 2,
+      values: values((b) => b.postVsGet),
+      target: { text: '>= 0.3 (SQLite, issue 24)', ok: (v) => v >= 0.3 },
+    },
     {
       scenario: `GET /users (${usersLabel} users)`,
       metric: 'time to read the body (median)',
