@@ -140,8 +140,8 @@ export async function startService(
     url,
     async close() {
       await app.close(); // stops the background jobs (src/api/server.ts)
-      // The other instances hear of the last writes before the connections go.
-      await store.notifier?.settled();
+      // The last writes commit, and the other instances hear of them, before the connections go.
+      await store.settled();
       await db.close();
     },
   };

@@ -79,6 +79,15 @@ export class ObjectStore {
     this.notifier = db.pool ? new CommitNotifier(db.pool, this.notifyTag) : undefined;
   }
 
+  /**
+   * Settles once this store's last writes have committed and, on PostgreSQL, been announced to
+   * the other instances: what a service waits for before it closes the database.
+   */
+  async settled(): Promise<void> {
+    await this.batches?.idle();
+    await this.notifier?.settled();
+  }
+
   private get k() {
     return this.db.kysely;
   }

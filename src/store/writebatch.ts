@@ -35,6 +35,17 @@ export class WriteBatches {
     return this.running && tx === this.open?.trx;
   }
 
+  /** Settles once no batch is open and no write is waiting: what closing the database waits for. */
+  async idle(): Promise<void> {
+    for (;;) {
+      const tail = this.tail;
+      await tail;
+      const open = this.open;
+      if (open) await open.ended.catch(() => {});
+      else if (tail === this.tail) return;
+    }
+  }
+
   async run<T>(fn: (tx: Transaction<Database>) => Promise<T>): Promise<T> {
     const release = await this.turn();
     let batch: Batch;

@@ -265,3 +265,23 @@ describe('the store on SQLite, writes issued together, against a serial model', 
     );
   }, 120_000);
 });
+
+describe('closing a store on SQLite', () => {
+  it('waits until its last writes have committed', async () => {
+    const { db, store, cleanup } = await freshStore('sqlite');
+    try {
+      const created = store.create(Group, { Name: 'the last write' });
+      await store.settled();
+      // What the service waits for before it closes the database (src/service/start.ts): by then
+      // another connection sees the write.
+      const groups = db.readSync?.<{ n: number }>(
+        `SELECT count(*) AS n FROM objects WHERE type = 'Group'`,
+        [],
+      );
+      expect(groups).toEqual([{ n: 1 }]);
+      await created;
+    } finally {
+      await cleanup();
+    }
+  });
+});
