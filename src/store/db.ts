@@ -57,9 +57,9 @@ export interface Db {
    */
   readSync?: <R>(sql: string, parameters: readonly unknown[]) => R[];
   /**
-   * SQLite only: runs a statement at once, reads on the reader connection and writes on the
-   * writer, unless a transaction is open on the writer (then undefined: the caller goes through
-   * Kysely, which queues it after that transaction as before). A write run here is its own
+   * SQLite only: runs a statement at once: reads on the reader connection, whatever the writer
+   * holds open; writes on the writer, unless a transaction is open on it (then undefined: the
+   * caller goes through Kysely, which queues it after that transaction as before). A write run here is its own
    * transaction, exactly as when Kysely runs it outside one; it only skips the hand-off.
    */
   runSync?: <R>(sql: string, parameters: readonly unknown[]) => { rows: R[]; affected: number } | undefined;
@@ -244,11 +244,13 @@ export function openDb(
     readSync,
     readVersion: walVersion.version,
     runSync: <R>(text: string, parameters: readonly unknown[]) => {
+      // A select reads committed data on the reader, as readSync, also while the writer holds a
+      // transaction (a batch of writes not yet answered: writebatch.ts).
+      if (/^\s*select\b/i.test(text)) return { rows: readSync<R>(text, parameters), affected: 0 };
       if (sqlite.inTransaction) return undefined;
       const stmt = writer.prepare(text);
-      // A select reads committed data on the reader, as readSync; RETURNING makes a write a reader.
+      // RETURNING makes a write a reader.
       if (!stmt.reader) return { rows: [] as R[], affected: Number(stmt.run(parameters).changes) };
-      if (/^\s*select\b/i.test(text)) return { rows: readSync<R>(text, parameters), affected: 0 };
       const rows = stmt.all(parameters) as R[];
       return { rows, affected: rows.length };
     },

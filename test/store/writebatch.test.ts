@@ -141,6 +141,18 @@ describe('SQLite writes of one turn share a transaction', () => {
     expect(counter.began).toBe(2);
   });
 
+  it('lets reads outside the batch go on at once, seeing only what is committed', async () => {
+    await batches.run(put('old'));
+    let read: { rows: { k: string }[] } | undefined;
+    await batches.run(async (tx) => {
+      await put('new')(tx);
+      // A statement of fixed shape outside any transaction (sessions, sign-in counters) reads on
+      // the reader: it neither waits for the batch nor sees its writes, not yet answered.
+      read = db.runSync?.<{ k: string }>('SELECT k FROM t ORDER BY k', []);
+    });
+    expect(read?.rows).toEqual([{ k: 'old' }]);
+  });
+
   it('takes writes in the order they came, each seeing those before it', async () => {
     const seen: number[] = [];
     await Promise.all(
