@@ -69,7 +69,13 @@ export class WriteBatches {
         throw err;
       }
       this.running = false;
-      this.exec('RELEASE write');
+      try {
+        this.exec('RELEASE write');
+      } catch (err) {
+        // Only when the transaction is gone (a function that swallowed SQLite's error): as above.
+        await this.finish(batch, err);
+        throw err;
+      }
     } finally {
       this.running = false;
       release();

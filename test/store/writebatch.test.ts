@@ -141,6 +141,19 @@ describe('SQLite writes of one turn share a transaction', () => {
     expect(counter.began).toBe(2);
   });
 
+  it('fails the writes of a transaction gone under a write that did not say so', async () => {
+    const results = await Promise.allSettled([
+      batches.run(put('before')),
+      batches.run(async (tx) => {
+        // A function that caught SQLite's error and went on: its savepoint went with the transaction.
+        await sql`ROLLBACK`.execute(tx);
+      }),
+      batches.run(put('after')),
+    ]);
+    expect(results.map((r) => r.status)).toEqual(['rejected', 'rejected', 'fulfilled']);
+    expect(committed()).toEqual(['after']);
+  });
+
   it('lets reads outside the batch go on at once, seeing only what is committed', async () => {
     await batches.run(put('old'));
     let read: { rows: { k: string }[] } | undefined;
