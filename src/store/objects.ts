@@ -15,7 +15,7 @@ import { type ListPage, type ListQuery, listObjects } from './listquery.js';
 import { NamedLocks } from './locks.js';
 import { isAfter, LOG_START, type LogPosition } from './logposition.js';
 import { CommitNotifier } from './notifier.js';
-import { keyTaken, lostRace, type PendingChange, pgWrite, WRITE_ATTEMPTS } from './pgwrite.js';
+import { keyTaken, LoneWrites, lostRace, type PendingChange, pgWrite, WRITE_ATTEMPTS } from './pgwrite.js';
 import { RowCache } from './rowcache.js';
 import {
   etagMatches,
@@ -65,6 +65,9 @@ export class ObjectStore {
   /** PostgreSQL: tells the other instances of this store's commits (pgwrite.ts). */
   readonly notifier: CommitNotifier | undefined;
 
+  /** PostgreSQL: creations with nothing to check go to the database together (pgwrite.ts). */
+  private readonly loneWrites: LoneWrites | undefined;
+
   /** Named locks for decisions that must not be made twice at once (locks.ts). */
   readonly locks: NamedLocks;
 
@@ -77,6 +80,7 @@ export class ObjectStore {
     this.locks = new NamedLocks(db);
     this.batches = db.writeSync ? new WriteBatches({ ...db, writeSync: db.writeSync }) : undefined;
     this.notifier = db.pool ? new CommitNotifier(db.pool, this.notifyTag) : undefined;
+    this.loneWrites = db.pool ? new LoneWrites(db) : undefined;
   }
 
   /**
@@ -508,7 +512,7 @@ export class ObjectStore {
     let result: T;
     let told: Promise<void> | undefined;
     if (this.concurrent) {
-      result = await pgWrite(this.db, async (tx) => ({ result: await run(tx), changes }));
+      result = await pgWrite(this.db, async (tx) => ({ result: await run(tx), changes }), this.loneWrites);
       if (changes.length > 0)
         told = this.notifier?.committed(
           changes,

@@ -3,7 +3,12 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Db, openDb } from '../../src/store/db.js';
 import { migrate } from '../../src/store/migrations.js';
-import { appendChanges, oneChangeStatement, type PendingChange } from '../../src/store/pgwrite.js';
+import {
+  appendChanges,
+  LoneWrites,
+  oneChangeStatement,
+  type PendingChange,
+} from '../../src/store/pgwrite.js';
 import { backends } from '../helpers.js';
 import { createPgDatabase } from '../pg.js';
 
@@ -126,5 +131,44 @@ describe.skipIf(!backends().includes('postgres'))('the change-log append on Post
       expect(plan).toMatch(/Insert on changes/);
       expect(plan).not.toMatch(/Sort|Function Scan|CTE Scan|ProjectSet|Materialize|Hash/);
     }
+  });
+
+  describe('creations with nothing to check, together (LoneWrites)', () => {
+    const txOf = async (ids: string[]) =>
+      (await watcher.query('SELECT id, tx::text AS tx FROM changes WHERE id = ANY($1)', [ids])).rows as {
+        id: string;
+        tx: string;
+      }[];
+    const stored = async (ids: string[]) =>
+      (await watcher.query('SELECT id FROM objects WHERE id = ANY($1) ORDER BY id', [ids])).rows.map(
+        (r) => r.id as string,
+      );
+
+    it('go in one statement while one is in flight, each committed when its promise settles', async () => {
+      const lone = new LoneWrites(db);
+      const made = Array.from({ length: 10 }, () => change('insert'));
+      const ids = made.map((c) => c.id);
+      await Promise.all(made.map((c) => lone.append([c])));
+      const rows = await txOf(ids);
+      expect(rows.map((r) => r.id).sort()).toEqual([...ids].sort());
+      // The first went at once, alone; the nine that came while it was in flight went together.
+      expect(new Set(rows.map((r) => r.tx)).size).toBe(2);
+      expect(await stored(ids)).toEqual([...ids].sort());
+    });
+
+    it('run a failed group again write by write: only the write at fault fails, with its own error', async () => {
+      const lone = new LoneWrites(db);
+      const taken = change('insert');
+      await lone.append([taken]);
+      const first = change('insert');
+      const group = [change('insert'), change('insert', taken.id), change('insert')];
+      const results = await Promise.allSettled([first, ...group].map((c) => lone.append([c])));
+      expect(results.map((r) => r.status)).toEqual(['fulfilled', 'fulfilled', 'rejected', 'fulfilled']);
+      expect(((results[2] as PromiseRejectedResult).reason as { code?: string }).code).toBe('23505');
+      const fine = [first, group[0], group[2]].map((c) => (c as PendingChange).id);
+      expect(await stored(fine)).toEqual([...fine].sort());
+      // The clash left the object it clashed with as it was, and logged nothing for it.
+      expect((await txOf([taken.id])).length).toBe(1);
+    });
   });
 });
