@@ -15,7 +15,7 @@ import { databaseUnavailable } from './unavailable.js';
  * - BEGIN is sent before a write's first statement only (pgWrite). The change rows of a
  *   transaction, and the object rows it inserts or updates, are kept in memory and written by
  *   one statement just before COMMIT (a creation with nothing to check is that statement alone,
- *   committing by itself).
+ *   committing by itself; those of one instance go together while one is in flight: LoneWrites).
  * - The change log needs no lock either: each change row records its transaction's id (the
  *   column default of `changes.tx`), and readers take rows in (tx, seq) order only once every
  *   older transaction has ended (src/store/logposition.ts). Writers of different objects commit
