@@ -86,7 +86,6 @@ export interface Db {
  */
 function cachingStatements(
   sqlite: SQLite.Database,
-  immediate = false,
 ): SqliteDatabase & { prepare(sql: string): SQLite.Statement } {
   const cache = new Map<string, SQLite.Statement>();
   // On some errors (SQLITE_FULL, SQLITE_IOERR, SQLITE_NOMEM, SQLITE_BUSY in COMMIT) SQLite has
@@ -100,13 +99,8 @@ function cachingStatements(
   };
   return {
     close: () => sqlite.close(),
-    prepare(text: string) {
-      if (text === 'rollback') return rollbackIfOpen as unknown as SQLite.Statement;
-      // Kysely's BEGIN on the writer takes the write lock at once. A deferred BEGIN whose first
-      // statement reads fails at its first write (SQLITE_BUSY_SNAPSHOT, which no busy timeout
-      // waits out) when another process (the CLI) committed in between; so would every write
-      // after it in the same batch (writebatch.ts). Another process now waits for the lock instead.
-      const sql = immediate && text === 'begin' ? 'begin immediate' : text;
+    prepare(sql: string) {
+      if (sql === 'rollback') return rollbackIfOpen as unknown as SQLite.Statement;
       let stmt = cache.get(sql);
       if (!stmt) {
         if (cache.size >= 512) cache.clear();
@@ -221,7 +215,7 @@ export function openDb(
   sqlite.pragma('busy_timeout = 5000');
   sqlite.pragma('foreign_keys = ON');
   sqlite.pragma(`cache_size = -${SQLITE_CACHE_KIB}`);
-  const writer = cachingStatements(sqlite, true);
+  const writer = cachingStatements(sqlite);
   const kysely = new Kysely<Database>({ dialect: new SqliteDialect({ database: writer }) });
   const writeSync = <R>(text: string, parameters: readonly unknown[]) => {
     const stmt = writer.prepare(text);

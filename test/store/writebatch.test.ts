@@ -1,4 +1,3 @@
-import SQLite from 'better-sqlite3';
 import fc from 'fast-check';
 import { type Kysely, sql } from 'kysely';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -153,32 +152,6 @@ describe('SQLite writes of one turn share a transaction', () => {
     ]);
     expect(results.map((r) => r.status)).toEqual(['rejected', 'rejected', 'fulfilled']);
     expect(committed()).toEqual(['after']);
-  });
-
-  it('holds the write lock from its start: another process waits, and no write meets a stale snapshot', async () => {
-    await batches.run(put('old'));
-    // Another process on the same file (the CLI), which waits for no lock at all.
-    const other = new SQLite(db.describe.replace(/^sqlite /, ''));
-    other.pragma('busy_timeout = 0');
-    try {
-      let otherWrote: unknown;
-      await batches.run(async (tx) => {
-        await sql`SELECT count(*) AS n FROM t`.execute(tx);
-        try {
-          other.exec(`INSERT INTO t (k) VALUES ('other')`);
-          otherWrote = true;
-        } catch (err) {
-          otherWrote = (err as { code?: string }).code;
-        }
-        // With a deferred BEGIN this write would fail (SQLITE_BUSY_SNAPSHOT), and so would the
-        // rest of the batch.
-        await put('mine')(tx);
-      });
-      expect(otherWrote).toBe('SQLITE_BUSY');
-      expect(committed()).toEqual(['mine', 'old']);
-    } finally {
-      other.close();
-    }
   });
 
   it('lets reads outside the batch go on at once, seeing only what is committed', async () => {
