@@ -219,6 +219,7 @@ export function openDb(
   const kysely = new Kysely<Database>({ dialect: new SqliteDialect({ database: writer }) });
   const writeSync = <R>(text: string, parameters: readonly unknown[]) => {
     const stmt = writer.prepare(text);
+    // RETURNING makes a write a reader.
     if (!stmt.reader) return { rows: [] as R[], affected: Number(stmt.run(parameters).changes) };
     const rows = stmt.all(parameters) as R[];
     return { rows, affected: rows.length };
@@ -247,12 +248,7 @@ export function openDb(
       // A select reads committed data on the reader, as readSync, also while the writer holds a
       // transaction (a batch of writes not yet answered: writebatch.ts).
       if (/^\s*select\b/i.test(text)) return { rows: readSync<R>(text, parameters), affected: 0 };
-      if (sqlite.inTransaction) return undefined;
-      const stmt = writer.prepare(text);
-      // RETURNING makes a write a reader.
-      if (!stmt.reader) return { rows: [] as R[], affected: Number(stmt.run(parameters).changes) };
-      const rows = stmt.all(parameters) as R[];
-      return { rows, affected: rows.length };
+      return sqlite.inTransaction ? undefined : writeSync<R>(text, parameters);
     },
     close: async () => {
       await kysely.destroy();
