@@ -280,12 +280,12 @@ export class LoneWrites {
   }
 
   private async drain() {
+    const alone = (changes: readonly PendingChange[]) =>
+      pgWrite(this.db, async () => ({ result: undefined, changes }));
     this.inFlight = true;
     try {
       while (this.queue.length > 0) {
         const group = this.queue.splice(0, MAX_TOGETHER);
-        const alone = (changes: readonly PendingChange[]) =>
-          pgWrite(this.db, async () => ({ result: undefined, changes }));
         try {
           await alone(group.flatMap((w) => w.changes));
           for (const w of group) w.done();

@@ -77,7 +77,6 @@ export class WriteBatches {
         throw err;
       }
     } finally {
-      this.running = false;
       release();
     }
     await batch.ended;
