@@ -130,6 +130,13 @@ async function soak(backend) {
     ws.send(JSON.stringify({ Kind: 'User' }));
 
     const latencies = [];
+    /** The same latencies by kind of request: which of them makes the tail. */
+    const byKind = new Map();
+    const took = (kind, ms) => {
+      latencies.push(ms);
+      if (!byKind.has(kind)) byKind.set(kind, []);
+      byKind.get(kind).push(ms);
+    };
     const errors = new Map();
     let sent = 0;
     let behind = 0;
@@ -165,7 +172,7 @@ async function soak(backend) {
             await r.arrayBuffer();
             const again = await fetch(`${server.url}/users/${u.id}`, { method: 'HEAD', headers: auth });
             u.etag = again.headers.get('etag');
-            latencies.push(performance.now() - t0);
+            took(kind, performance.now() - t0);
             return;
           }
         } else if (roll < 0.95)
@@ -176,7 +183,7 @@ async function soak(backend) {
       } catch (e) {
         fail(`${kind} ${e.cause?.code ?? e.message}`);
       }
-      latencies.push(performance.now() - t0);
+      took(kind, performance.now() - t0);
     }
 
     const samples = [];
@@ -239,6 +246,10 @@ async function soak(backend) {
       errors: Object.fromEntries(errors),
       p50: percentile(latencies, 0.5),
       p99: percentile(latencies, 0.99),
+      byKind: [...byKind].map(([kind, xs]) => {
+        xs.sort((a, b) => a - b);
+        return { kind, n: xs.length, p50: percentile(xs, 0.5), p99: percentile(xs, 0.99) };
+      }),
       rssGrowth: perMin('rssMB'),
       heapGrowth: perMin('heapMB'),
       samples,
@@ -280,6 +291,7 @@ async function main() {
     out.push(
       '',
       `${r.sent} requests in ${f(r.seconds, 0)} s (${f(r.sent / r.seconds, 0)}/s; ${r.behind} not sent because ${MAX_IN_FLIGHT} were in flight), ${r.frames} event frames; latency p50 ${f(r.p50, 2)} ms, p99 ${f(r.p99, 2)} ms; errors: ${JSON.stringify(r.errors)}.`,
+      `By request (count, p50, p99 in ms): ${r.byKind.map((k) => `${k.kind} ${k.n}, ${f(k.p50, 2)}, ${f(k.p99, 2)}`).join('; ')}.`,
       `Growth after the warm-up (least-squares slope): RSS ${f(r.rssGrowth, 2)} MB/min, heap ${f(r.heapGrowth, 2)} MB/min${JUDGE_GROWTH ? '' : ' (a --quick run: not judged)'}.`,
       '',
     );
