@@ -1,5 +1,6 @@
 import { type Kysely, type Migration, type MigrationProvider, Migrator, sql } from 'kysely';
 import type { Db, Dialect } from './db.js';
+import { LIST_INDEXES } from './listindexes.js';
 
 /**
  * One list of migrations for both backends. Where the SQL differs, a migration branches on the
@@ -318,6 +319,21 @@ function migration0011(dialect: Dialect): Migration {
   };
 }
 
+function migration0012(dialect: Dialect): Migration {
+  return {
+    async up(db: Kysely<unknown>) {
+      // Indexes ordering lists by the fields people sort them by (src/store/listindexes.ts).
+      for (const { name, type, path } of LIST_INDEXES.filter((i) => i.migration === '0012_list_indexes')) {
+        const field =
+          dialect === 'postgres'
+            ? `(coalesce((doc #>> '{${path}}'), '') collate "C")`
+            : `coalesce(json_extract(data, '$.${path}'), '')`;
+        await sql.raw(`CREATE INDEX ${name} ON objects (${field}, id) WHERE type = '${type}'`).execute(db);
+      }
+    },
+  };
+}
+
 /** The migrations in the order they apply (their names sort in that order). */
 const migrations = (dialect: Dialect): Record<string, Migration> => ({
   '0001_objects_changes': migration0001(dialect),
@@ -331,6 +347,7 @@ const migrations = (dialect: Dialect): Record<string, Migration> => ({
   '0009_audit_trail_tx': migration0009(dialect),
   '0010_changes_tx': migration0010(dialect),
   '0011_trusted_devices': migration0011(dialect),
+  '0012_list_indexes': migration0012(dialect),
 });
 
 class StaticProvider implements MigrationProvider {
