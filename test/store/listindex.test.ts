@@ -116,6 +116,19 @@ describe.each(backends())('lists ordered by a unique field on %s', (backend) => 
     },
   );
 
+  it('a filter on a unique field finds its objects by the index, in the default order by ID', async () => {
+    for (const [type, filter, index] of [
+      [User, 'Email = "u21@example.com"', 'objects_user_email'],
+      [Group, 'Name = "g3"', 'objects_group_name'],
+    ] as const) {
+      const plan = await planOf(await statementOf(type, { filter }));
+      expect(plan, filter).toContain(index);
+      expect(plan, filter).toMatch(/\(<expr>=\?\)|Index Cond: .*= /);
+      expect(plan, filter).not.toMatch(fullSort);
+      expect((await readAll(store, type, { filter })).lines).toHaveLength(1);
+    }
+  });
+
   it('a field without an index is still ordered (by a sort), so the index is what the plans above show', async () => {
     const plan = await planOf(await statementOf(Group, { order: 'Description', limit: '5' }));
     expect(plan).toMatch(fullSort);
