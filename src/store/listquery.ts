@@ -342,6 +342,16 @@ function positionCond(
 ): RawBuilder<unknown> {
   // Rows beyond K in iteration order (or before it, for 'before'), plus K itself when the position includes it.
   const includeEqual = side === 'from' ? !pos.after : pos.after;
+  const onward = side === 'from' ? !order[0]?.desc : !!order[0]?.desc;
+  // The first key's bound, implied by what follows: with it the database seeks to the position in
+  // an index on the order instead of reading every row before it.
+  const bound = sql`${exprs[0]} ${sql.raw(onward ? '>=' : '<=')} ${pos.key[0]}`;
+  // Every key the same way: one row-value comparison. PostgreSQL seeks with it to the exact
+  // position, even inside a long run of equal first keys; SQLite seeks by the bound alone.
+  if (order.every((k) => k.desc === order[0]?.desc)) {
+    const op = onward ? (includeEqual ? '>=' : '>') : includeEqual ? '<=' : '<';
+    return sql`(${bound} AND (${sql.join(exprs)}) ${sql.raw(op)} (${sql.join(pos.key.map((k) => sql`${k}`))}))`;
+  }
   const terms: RawBuilder<unknown>[] = [];
   for (let i = 0; i < exprs.length; i++) {
     const eqs = exprs.slice(0, i).map((e, j) => sql`${e} = ${pos.key[j]}`);
@@ -356,9 +366,5 @@ function positionCond(
         sql` AND `,
       )})`,
     );
-  // The first key's bound, implied by every term: with it the database seeks to the position in
-  // an index on the order instead of reading every row before it.
-  const first = exprs[0] as RawBuilder<unknown>;
-  const onward = side === 'from' ? !order[0]?.desc : !!order[0]?.desc;
-  return sql`(${first} ${sql.raw(onward ? '>=' : '<=')} ${pos.key[0]} AND (${sql.join(terms, sql` OR `)}))`;
+  return sql`(${bound} AND (${sql.join(terms, sql` OR `)}))`;
 }
