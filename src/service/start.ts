@@ -57,6 +57,7 @@ async function openMigrated(config: ServiceConfig, logger: Logger): Promise<Db> 
     db = openDb(location, {
       queryTimeoutMs: config.server.databasetimeout * 1000,
       onConnectionError: (err) => logger.warn({ err }, 'a database connection was lost'),
+      backgroundCheckpoints: true,
     });
   } catch (e) {
     throw new ConfigError('server.database', `cannot open ${location}: ${(e as Error).message}`);

@@ -3,6 +3,7 @@ import { dirname, resolve } from 'node:path';
 import SQLite from 'better-sqlite3';
 import { type Generated, Kysely, PostgresDialect, type SqliteDatabase, SqliteDialect, sql } from 'kysely';
 import pg from 'pg';
+import { DEFAULT_CHECKPOINT_PAGES, startCheckpointer, WRITER_CHECKPOINT_PAGES } from './checkpointer.js';
 import { namePreparedStatements, resultTypeChanged, StatementNames } from './pgstatements.js';
 import { walIndexVersion } from './walversion.js';
 
@@ -165,7 +166,13 @@ export const isPostgresUrl = (s: string) => /^postgres(ql)?:\/\//i.test(s);
 
 export function openDb(
   location: string,
-  opts: { poolSize?: number; onConnectionError?: (err: Error) => void; queryTimeoutMs?: number } = {},
+  opts: {
+    poolSize?: number;
+    onConnectionError?: (err: Error) => void;
+    queryTimeoutMs?: number;
+    /** SQLite: checkpoint in a worker thread, not in the writer's commits (checkpointer.ts). */
+    backgroundCheckpoints?: boolean;
+  } = {},
 ): Db {
   if (isPostgresUrl(location)) {
     const pool = new pg.Pool({
@@ -240,6 +247,14 @@ export function openDb(
   const walVersion = wal
     ? walIndexVersion(resolve(location), askSqlite)
     : { version: askSqlite, close: () => {} };
+  const checkpointer =
+    wal && opts.backgroundCheckpoints
+      ? startCheckpointer(resolve(location), (err) => {
+          if (sqlite.open) sqlite.pragma(`wal_autocheckpoint = ${DEFAULT_CHECKPOINT_PAGES}`);
+          opts.onConnectionError?.(err ?? new Error('the SQLite checkpoint worker stopped'));
+        })
+      : undefined;
+  if (checkpointer) sqlite.pragma(`wal_autocheckpoint = ${WRITER_CHECKPOINT_PAGES}`);
   return {
     ...base,
     readSync,
@@ -251,6 +266,8 @@ export function openDb(
       return sqlite.inTransaction ? undefined : writeSync<R>(text, parameters);
     },
     close: async () => {
+      // The worker's connection first: the writer, closed last, checkpoints and removes the WAL.
+      await checkpointer?.close();
       await kysely.destroy();
       walVersion.close();
       reader.close();
