@@ -5,6 +5,7 @@ import { authDb } from '../../src/auth/session/db.js';
 import { sweepEnded } from '../../src/auth/session/rows.js';
 import { TRUSTED_DEVICES } from '../../src/auth/throttle.js';
 import { User } from '../../src/objects/user.js';
+import { LIST_INDEXES } from '../../src/store/listindexes.js';
 import { migrate } from '../../src/store/migrations.js';
 import { backends, startTestService, type TestService } from '../helpers.js';
 import { account, signIn } from '../kit/index.js';
@@ -133,10 +134,12 @@ describe.each(backends())('trusted devices on %s', (backend) => {
     await sql`UPDATE objects SET secret = ${JSON.stringify(legacy)} WHERE type = 'User' AND id = ${a.id}`.execute(
       s.db.kysely,
     );
-    // Undo 0011, then apply it again, as a database of the version before would be.
+    // Undo 0011 and the migrations after it, then apply them again, as a database of the
+    // version before would be.
     await sql`DROP TABLE trusted_devices`.execute(s.db.kysely);
-    await sql`DELETE FROM kysely_migration WHERE name = '0011_trusted_devices'`.execute(s.db.kysely);
-    expect(await migrate(s.db)).toEqual(['0011_trusted_devices']);
+    for (const { name } of LIST_INDEXES) await sql`DROP INDEX ${sql.raw(name)}`.execute(s.db.kysely);
+    await sql`DELETE FROM kysely_migration WHERE name >= '0011'`.execute(s.db.kysely);
+    expect(await migrate(s.db)).toEqual(['0011_trusted_devices', '0012_list_indexes']);
     expect(await trustedTag(s, a.id, 'legacy-device-0001')).toBe(deviceTag('legacy-device-0001'));
     expect((await devicesOf(a.id)).map((r) => [r.tag, Number(r.last_used)])).toEqual([
       [deviceTag('legacy-device-0001'), recent],
