@@ -7,7 +7,7 @@ import type { ObjectType } from '../../src/schema/type.js';
 import type { Db } from '../../src/store/db.js';
 import { listObjects, parseListQuery, type RawListQuery } from '../../src/store/listquery.js';
 import type { ObjectStore } from '../../src/store/objects.js';
-import { backends, freshStore } from '../helpers.js';
+import { backends, freshStore, jsonLines } from '../helpers.js';
 
 type Line = { ID: string; Item: Record<string, unknown> };
 
@@ -15,11 +15,7 @@ const readAll = async (store: ObjectStore, type: ObjectType, raw: RawListQuery) 
   const page = await store.list(type, parseListQuery(type, raw));
   let text = '';
   for await (const chunk of page.chunks) text += chunk;
-  const lines = text
-    .split('\n')
-    .filter(Boolean)
-    .map((l) => JSON.parse(l) as Line);
-  return { lines, start: page.startCursor, end: page.endCursor };
+  return { lines: jsonLines(text) as Line[], start: page.startCursor, end: page.endCursor };
 };
 
 describe.each(backends())('lists ordered by a unique field on %s', (backend) => {
