@@ -45,6 +45,9 @@ export interface Change extends LogPosition {
 
 type Tx = Transaction<Database>;
 
+/** How ObjectStore.onAltered names an object it gives: its kind, a space, its id. */
+export const alteredObject = (kind: string, id: string) => `${kind} ${id}`;
+
 /**
  * The object repository: every type is stored the same way, every write appends to the change
  * log in the same transaction, and writes are conditional on the ETag inside that transaction.
@@ -100,12 +103,18 @@ export class ObjectStore {
    * Runs `drop` after every commit that updated or deleted an object of one of `kinds`: at once
    * for this store's, when its notice arrives for another instance's, and for every commit whose
    * kinds are not known. The one rule of the caches built from objects (API keys, the Tenant):
-   * a new object cannot change what they hold, a changed or deleted one can.
+   * a new object cannot change what they hold, a changed or deleted one can. For this store's
+   * commits `drop` is given which objects of `kinds` they were (alteredObject keys), so a cache
+   * can drop only what depends on them; for another instance's it is given nothing: drop all.
    */
-  onAltered(kinds: readonly string[], drop: () => void): void {
+  onAltered(kinds: readonly string[], drop: (objects?: ReadonlySet<string>) => void): void {
     const touches = (altered?: ReadonlySet<string>) => !altered || kinds.some((k) => altered.has(k));
-    this.commits.on('commit', (altered?: ReadonlySet<string>) => {
-      if (touches(altered)) drop();
+    this.commits.on('commit', (altered?: ReadonlySet<string>, objects?: ReadonlySet<string>) => {
+      if (!touches(altered)) return;
+      if (!altered || !objects) return drop();
+      const ofKinds = new Set<string>();
+      for (const o of objects) if (kinds.includes(o.slice(0, o.indexOf(' ')))) ofKinds.add(o);
+      drop(ofKinds);
     });
     this.commits.on('remote', (updated?: ReadonlySet<string>) => {
       if (touches(updated)) drop();
@@ -470,8 +479,11 @@ export class ObjectStore {
     return (await executor.executeQuery<R>(CompiledQuery.raw(text, params))).rows;
   }
 
-  /** Kinds of the objects a transaction updated or deleted (not created), for the 'commit' event. */
-  private readonly altered = new WeakMap<Tx, Set<string>>();
+  /**
+   * The objects a transaction updated or deleted (not created), for the 'commit' event: their
+   * kinds, and each object by its alteredObject key.
+   */
+  private readonly altered = new WeakMap<Tx, { kinds: Set<string>; objects: Set<string> }>();
 
   /** Change-log rows of a transaction, appended just before it commits. */
   private readonly pending = new WeakMap<Tx, PendingChange[]>();
@@ -502,7 +514,7 @@ export class ObjectStore {
   }
 
   private async writeOnce<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
-    const altered = new Set<string>();
+    const altered = { kinds: new Set<string>(), objects: new Set<string>() };
     const changes: PendingChange[] = [];
     const run = async (tx: Tx) => {
       this.altered.set(tx, altered);
@@ -526,7 +538,7 @@ export class ObjectStore {
         return r;
       });
     }
-    this.commits.emit('commit', altered);
+    this.commits.emit('commit', altered.kinds, altered.objects);
     // Answered once the other instances have been told, where they cache what changed (notifier.ts).
     await told;
     return result;
@@ -635,7 +647,7 @@ export class ObjectStore {
       keysOf(type, doc, secret),
       keysOf(type, current.doc, current.secret),
     );
-    this.altered.get(tx)?.add(type.kind);
+    this.noteAltered(tx, type, current.id);
     if (this.concurrent) {
       // Written with the change-log append, just before COMMIT; the row is locked since row().
       const etag = this.logChange(tx, type, current.id, data, now, {
@@ -659,10 +671,16 @@ export class ObjectStore {
     return { ...current, doc, data, etag, modifyTime: now };
   }
 
+  private noteAltered(tx: Tx, type: ObjectType, id: string) {
+    const altered = this.altered.get(tx);
+    altered?.kinds.add(type.kind);
+    altered?.objects.add(alteredObject(type.kind, id));
+  }
+
   private async remove(tx: Tx, type: ObjectType, id: string) {
     await tx.deleteFrom('object_keys').where('type', '=', type.kind).where('id', '=', id).execute();
     await tx.deleteFrom('objects').where('type', '=', type.kind).where('id', '=', id).execute();
-    this.altered.get(tx)?.add(type.kind);
+    this.noteAltered(tx, type, id);
     this.logChange(tx, type, id, null, Date.now());
   }
 }
