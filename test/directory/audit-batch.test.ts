@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AuditBatch } from '../../src/audit/trail.js';
+import { AUDIT_INSERTS_IN_FLIGHT, AuditBatch } from '../../src/audit/trail.js';
 import type { Db } from '../../src/store/db.js';
 import { backends, freshStore } from '../helpers.js';
 
@@ -52,8 +52,9 @@ describe.each(backends())('audit trail group commit on %s', (backend) => {
   it('entries of requests answered in the same turn of the event loop share INSERTs', async () => {
     // A server answers requests one callback after another: each entry comes after the last
     // one's promise steps, not in one synchronous burst. On SQLite, where an INSERT is never in
-    // flight, they go together; on PostgreSQL the first goes at once and the rest gather while
-    // it is in flight (a round trip takes more than a few promise steps).
+    // flight, they go together; on PostgreSQL the first AUDIT_INSERTS_IN_FLIGHT go at once, each
+    // alone, and the rest gather while they are in flight (a round trip takes more than a few
+    // promise steps).
     const auditEvents = new EventEmitter();
     const trail = new AuditBatch(db, auditEvents);
     let batches = 0;
@@ -61,12 +62,12 @@ describe.each(backends())('audit trail group commit on %s', (backend) => {
     auditEvents.on('recorded', count);
     try {
       const entries: Promise<string>[] = [];
-      for (let i = 0; i < 5; i++) {
+      for (let i = 0; i < 12; i++) {
         entries.push(trail.record({ Method: 'POST', Path: `/turn/${i}` }));
         for (let step = 0; step < 10; step++) await Promise.resolve();
       }
-      expect(new Set(await Promise.all(entries)).size).toBe(5);
-      const together = backend === 'sqlite' ? 1 : 2;
+      expect(new Set(await Promise.all(entries)).size).toBe(12);
+      const together = backend === 'sqlite' ? 1 : AUDIT_INSERTS_IN_FLIGHT + 1;
       expect(batches).toBe(together);
       // A later turn's entry is a statement of its own, stored as well.
       await new Promise((r) => setImmediate(r));
@@ -88,5 +89,52 @@ describe.each(backends())('audit trail group commit on %s', (backend) => {
     expect(failed.map((r) => r.status)).toEqual(['rejected', 'rejected']);
     const id = await trail.record({ Path: '/after' });
     expect(id).toMatch(/^[a-z0-9]{14}$/);
+  });
+});
+
+describe.each(backends().filter((b) => b === 'postgres'))('audit inserts in flight on %s', (backend) => {
+  let db: Db;
+  let cleanup: () => Promise<void>;
+  beforeAll(async () => {
+    ({ db, cleanup } = await freshStore(backend));
+  });
+  afterAll(async () => {
+    await cleanup?.();
+  });
+
+  it(`runs up to ${AUDIT_INSERTS_IN_FLIGHT} inserts at once, never more, and the rest together after`, async () => {
+    const pool = db.pool;
+    if (!pool) throw new Error('a PostgreSQL store without its pool');
+    // Another session holds the table: every INSERT waits on its lock, where it can be counted.
+    const blocker = await pool.connect();
+    const waiting = async () =>
+      Number(
+        (
+          await pool.query<{ n: string }>(
+            `SELECT count(*) AS n FROM pg_stat_activity
+             WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'INSERT INTO audit_trail%'`,
+          )
+        ).rows[0]?.n,
+      );
+    const trail = new AuditBatch(db);
+    let entries: Promise<string>[] = [];
+    try {
+      await blocker.query('BEGIN');
+      await blocker.query('LOCK TABLE audit_trail IN EXCLUSIVE MODE');
+      entries = Array.from({ length: 10 }, (_, i) => trail.record({ Path: `/held/${i}` }));
+      const until = Date.now() + 5000;
+      while ((await waiting()) < AUDIT_INSERTS_IN_FLIGHT && Date.now() < until)
+        await new Promise((r) => setTimeout(r, 20));
+      await new Promise((r) => setTimeout(r, 200));
+      expect(await waiting()).toBe(AUDIT_INSERTS_IN_FLIGHT);
+    } finally {
+      await blocker.query('COMMIT');
+      blocker.release();
+    }
+    expect(new Set(await Promise.all(entries)).size).toBe(10);
+    const rows = await pool.query<{ n: string }>(
+      "SELECT count(*) AS n FROM audit_trail WHERE data LIKE '%/held/%'",
+    );
+    expect(Number(rows.rows[0]?.n)).toBe(10);
   });
 });
