@@ -1,4 +1,4 @@
-// Why ~650 lines: ObjectStore's reads and writes share private machinery (the compiled-SQL cache
+// Why ~730 lines: ObjectStore's reads and writes share private machinery (the compiled-SQL cache
 // and its synchronous SQLite reader, the write transaction with its row locks and 'commit' event,
 // the change-log append that gives every write its ETag); splitting reads from writes would make
 // it public across files. What a stored object is (stored.ts), the list SQL (listquery.ts), what
@@ -15,7 +15,15 @@ import { type ListPage, type ListQuery, listObjects } from './listquery.js';
 import { NamedLocks } from './locks.js';
 import { isAfter, LOG_START, type LogPosition } from './logposition.js';
 import { CommitNotifier } from './notifier.js';
-import { keyTaken, LoneWrites, lostRace, type PendingChange, pgWrite, WRITE_ATTEMPTS } from './pgwrite.js';
+import {
+  keyTaken,
+  LoneWrites,
+  lostRace,
+  type PendingChange,
+  pgWrite,
+  readForReplace,
+  WRITE_ATTEMPTS,
+} from './pgwrite.js';
 import { RowCache } from './rowcache.js';
 import {
   etagMatches,
@@ -275,7 +283,7 @@ export class ObjectStore {
     actor?: Actor,
   ): Promise<{ obj: StoredObject; changed: boolean }> {
     return this.write(async (tx) => {
-      const current = await this.current(tx, type, id);
+      const current = await this.current(tx, type, id, true);
       if (!etagMatches(ifMatch, current.etag, false)) {
         throw new ApiError(
           'PreconditionFailed',
@@ -324,6 +332,8 @@ export class ObjectStore {
     ) => { doc: Doc; secret?: Doc } | null | Promise<{ doc: Doc; secret?: Doc } | null>,
   ): Promise<StoredObject | undefined> {
     return this.write(async (tx) => {
+      // Locking, unlike update(): `mutate` may take long (it may hash, or wait for something),
+      // and the writers of the same object wait for it rather than make it run again.
       const current = await this.row(tx, type, id);
       const next = await mutate(current?.doc, current?.secret ?? {});
       if (next === null) {
@@ -456,15 +466,20 @@ export class ObjectStore {
     params: unknown[],
     executor: Kysely<Database> | Tx = this.k,
   ): Promise<R[]> {
+    return this.run<R>(this.fixedText(name, build, params.length), params, executor);
+  }
+
+  /** The SQL of a query of fixed shape (fixed), compiled on first use. */
+  private fixedText(name: string, build: () => Compilable<unknown>, params?: number): string {
     let text: string | undefined = this.fixedSql.get(name);
     if (text === undefined) {
       const compiled = build().compile();
-      if (compiled.parameters.length !== params.length)
+      if (params !== undefined && compiled.parameters.length !== params)
         throw new Error(`query ${name} takes ${compiled.parameters.length} parameters`);
       text = compiled.sql;
       this.fixedSql.set(name, text);
     }
-    return this.run<R>(text, params, executor);
+    return text;
   }
 
   /** Runs compiled SQL: reads outside a transaction take SQLite's synchronous reader when there is one. */
@@ -505,7 +520,8 @@ export class ObjectStore {
     if (!this.concurrent) return this.writeOnce(fn);
     for (let attempt = 1; ; attempt++) {
       try {
-        return await this.writeOnce(fn);
+        // Only a first attempt reads unlocked: a rerun locks, so a write always gets through.
+        return await this.writeOnce(fn, attempt === 1);
       } catch (err) {
         if (!lostRace(err)) throw err;
         if (attempt >= WRITE_ATTEMPTS) throw (err as { code?: string }).code === '23505' ? keyTaken() : err;
@@ -513,7 +529,7 @@ export class ObjectStore {
     }
   }
 
-  private async writeOnce<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
+  private async writeOnce<T>(fn: (tx: Tx) => Promise<T>, unlockedReads = false): Promise<T> {
     const altered = { kinds: new Set<string>(), objects: new Set<string>() };
     const changes: PendingChange[] = [];
     const run = async (tx: Tx) => {
@@ -524,7 +540,12 @@ export class ObjectStore {
     let result: T;
     let told: Promise<void> | undefined;
     if (this.concurrent) {
-      result = await pgWrite(this.db, async (tx) => ({ result: await run(tx), changes }), this.loneWrites);
+      result = await pgWrite(
+        this.db,
+        async (tx) => ({ result: await run(tx), changes }),
+        this.loneWrites,
+        unlockedReads,
+      );
       if (changes.length > 0)
         told = this.notifier?.committed(
           changes,
@@ -544,32 +565,54 @@ export class ObjectStore {
     return result;
   }
 
-  /** The stored row with its hidden state, read inside a write transaction. */
+  /**
+   * The stored row with its hidden state, read inside a write transaction. `forReplace`: the
+   * write replaces this row only with what it computes from it, so on PostgreSQL it may read
+   * without a lock, its final statement checking that the row is unchanged (readForReplace).
+   */
   private async row(
     tx: Tx,
     type: ObjectType,
     id: string,
+    forReplace = false,
   ): Promise<(StoredObject & { secret: Doc }) | undefined> {
+    type Row = StoredRow & { secret: string | null };
+    const build = (lock: boolean) => () => {
+      const q = this.k
+        .selectFrom('objects')
+        .select(['id', 'data', 'etag', 'create_time', 'modify_time', 'secret'])
+        .where('type', '=', '')
+        .where('id', '=', '');
+      return lock ? q.forUpdate() : q;
+    };
+    if (this.concurrent && forReplace) {
+      const unlocked = await readForReplace<Row>(
+        tx,
+        this.fixedText('row', build(false)),
+        [type.kind, id],
+        type.kind,
+        id,
+      );
+      if (unlocked) return unlocked.row && toStoredWithSecret(unlocked.row);
+    }
     // On PostgreSQL the row is locked until commit: a concurrent writer of the same object waits
     // here, then reads what this one committed (its ETag check and read-modify-write stay exact).
-    const [row] = await this.fixed<StoredRow & { secret: string | null }>(
+    const [row] = await this.fixed<Row>(
       this.concurrent ? 'rowForUpdate' : 'row',
-      () => {
-        const q = this.k
-          .selectFrom('objects')
-          .select(['id', 'data', 'etag', 'create_time', 'modify_time', 'secret'])
-          .where('type', '=', '')
-          .where('id', '=', '');
-        return this.concurrent ? q.forUpdate() : q;
-      },
+      build(this.concurrent),
       [type.kind, id],
       tx,
     );
     return row && toStoredWithSecret(row);
   }
 
-  private async current(tx: Tx, type: ObjectType, id: string): Promise<StoredObject & { secret: Doc }> {
-    const found = await this.row(tx, type, id);
+  private async current(
+    tx: Tx,
+    type: ObjectType,
+    id: string,
+    forReplace = false,
+  ): Promise<StoredObject & { secret: Doc }> {
+    const found = await this.row(tx, type, id, forReplace);
     if (!found) throw new ApiError('NotFound', `${type.kind} ${id} does not exist`);
     return found;
   }

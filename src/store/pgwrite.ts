@@ -1,3 +1,7 @@
+// Why ~480 lines: every way a PostgreSQL write runs is here (BEGIN sent lazily, an update's
+// unlocked read and its conditional final statement, lone creations together, the outcome of a
+// statement whose connection was lost), and each relies on the others' invariants: which
+// statements a write has sent decides whether it may read unlocked, commit alone or must lock.
 import { Kysely, PostgresDialect, sql, type Transaction } from 'kysely';
 import type pg from 'pg';
 import { ApiError } from '../core/errors.js';
@@ -12,6 +16,10 @@ import { databaseUnavailable } from './unavailable.js';
  *   (`FOR UPDATE` on the object written, `FOR KEY SHARE` on objects it references), so two
  *   writers of the same object queue on that row only, and a conditional write sees the ETag
  *   the other one committed.
+ * - An update reads the row it replaces without BEGIN or a lock, as its first statement; its
+ *   final statement then replaces the row only if the ETag is still the one read, and commits by
+ *   itself: two round trips instead of four (BEGIN, the locking read, the final statement,
+ *   COMMIT). A lost race runs the write again, locking (readForReplace).
  * - BEGIN is sent before a write's first statement only (pgWrite). The change rows of a
  *   transaction, and the object rows it inserts or updates, are kept in memory and written by
  *   one statement just before COMMIT (a creation with nothing to check is that statement alone,
@@ -137,6 +145,70 @@ export function oneChangeStatement(c: PendingChange) {
   return sql<{ xid: string }>`${changeRow(c)} RETURNING ${xid}`;
 }
 
+/**
+ * The final statement of an update whose row was read without a lock (readForReplace): it
+ * replaces the row and appends the change only if the row still has the ETag read, and returns
+ * no row otherwise. Committing by itself, it is the whole write transaction.
+ */
+export function replaceIfUnchangedStatement(c: PendingChange, readEtag: string) {
+  return sql<{ xid: string }>`WITH replaced AS (
+      UPDATE objects SET data = ${c.data}, etag = ${c.etag}, modify_time = ${c.time}, secret = ${c.secret ?? null}
+      WHERE type = ${c.type} AND id = ${c.id} AND etag = ${readEtag}
+      RETURNING 1
+    ), appended AS (
+      INSERT INTO changes (type, id, data, etag, time)
+      SELECT ${c.type}::text, ${c.id}::text, ${c.data}::text, ${c.etag}::text, ${c.time}::int8 FROM replaced
+    )
+    SELECT pg_current_xact_id()::text AS xid FROM replaced`;
+}
+
+/** The error of a write whose row changed after it read it unlocked: lostRace, so it runs again. */
+const rowMoved = () =>
+  Object.assign(new Error('the row changed after the write read it; running the write again'), {
+    code: '40001',
+  });
+
+/** A row a write read before its transaction began, and the ETag it had. */
+interface UnlockedRead {
+  type: string;
+  id: string;
+  etag: string;
+}
+
+/** What readForReplace needs of a running pgWrite. */
+interface WriteState {
+  /** The write may still read unlocked: nothing has been sent inside a transaction yet. */
+  unlockedAllowed(): boolean;
+  run(text: string, params: unknown[]): Promise<pg.QueryResult>;
+  reads: UnlockedRead[];
+}
+
+// Keyed by each write's own transaction object, which nothing else can reach.
+// module-state: an entry goes with its write; no service shares one.
+const writeStates = new WeakMap<Tx, WriteState>();
+
+/**
+ * Reads the row an update is going to replace (`text`, without FOR UPDATE; `params`). As the
+ * write's first statement, on its first attempt, this runs without BEGIN or a lock, and the ETag
+ * read is remembered: the final statement replaces the row only if it still has it
+ * (replaceIfUnchangedStatement), and a write that needs another statement first locks the row
+ * and checks the ETag again (pgWrite). Returns undefined when the read must lock instead (the
+ * caller reads with FOR UPDATE inside the transaction, as before).
+ */
+export async function readForReplace<R extends { etag: string }>(
+  tx: Tx,
+  text: string,
+  params: unknown[],
+  type: string,
+  id: string,
+): Promise<{ row: R | undefined } | undefined> {
+  const state = writeStates.get(tx);
+  if (!state?.unlockedAllowed()) return undefined;
+  const row = (await state.run(text, params)).rows[0] as R | undefined;
+  if (row) state.reads.push({ type, id, etag: row.etag });
+  return { row };
+}
+
 /** How long the outcome of a transaction whose COMMIT was cut off is asked for, at most. */
 export const OUTCOME_WAIT_MS = 3_000;
 
@@ -167,6 +239,32 @@ export async function transactionCommitted(db: Db, xid: string): Promise<boolean
 }
 
 /**
+ * An update's final statement alone (replaceIfUnchangedStatement): throws rowMoved when the row
+ * changed since it was read. When the connection is lost, the outcome is the change it logged:
+ * if that is there, returns the connection's error (the caller does not hand it out again);
+ * otherwise throws it. Returns undefined when all went well.
+ */
+async function replaceAlone(
+  db: Db,
+  tx: Tx,
+  change: PendingChange,
+  readEtag: string,
+  client: pg.PoolClient,
+): Promise<unknown> {
+  let replaced: boolean;
+  try {
+    replaced = (await replaceIfUnchangedStatement(change, readEtag).execute(tx)).rows.length > 0;
+  } catch (err) {
+    if (!databaseUnavailable(err)) throw err;
+    const pid = (client as unknown as { processID?: number }).processID;
+    if ((await loneStatementCommitted(db, pid, [change])) !== true) throw err;
+    return err;
+  }
+  if (!replaced) throw rowMoved();
+  return undefined;
+}
+
+/**
  * Runs a write transaction on its own pooled connection with BEGIN sent lazily, before the first
  * statement `fn` makes. `fn` returns its changes (and may make no statement at all, as a
  * creation with nothing to check does): then the one final statement (appendChanges, which also
@@ -182,18 +280,30 @@ export async function pgWrite<T>(
   db: Db,
   fn: (tx: Tx) => Promise<{ result: T; changes: readonly PendingChange[] }>,
   together?: LoneWrites,
+  /** readForReplace may read without a lock (a first attempt; a rerun after a lost race locks). */
+  unlockedReads = false,
 ): Promise<T> {
   const pool = db.pool as pg.Pool;
   const client = await pool.connect();
   let begun = false;
   let lone = false;
   let released = false;
+  const reads: UnlockedRead[] = [];
+  /** BEGIN, then lock the rows read unlocked and check that they have not changed since. */
+  const begin = async () => {
+    await client.query('BEGIN');
+    begun = true;
+    for (const r of reads) {
+      const now = await client.query<{ etag: string }>(
+        'SELECT etag FROM objects WHERE type = $1 AND id = $2 FOR UPDATE',
+        [r.type, r.id],
+      );
+      if (now.rows[0]?.etag !== r.etag) throw rowMoved();
+    }
+  };
   const lazy = {
     query: async (text: string, params?: unknown[]) => {
-      if (!begun && !lone) {
-        await client.query('BEGIN');
-        begun = true;
-      }
+      if (!begun && !lone) await begin();
       return client.query(text, params);
     },
     release() {},
@@ -201,6 +311,11 @@ export async function pgWrite<T>(
   const tx = new Kysely<Database>({
     dialect: new PostgresDialect({ pool: { connect: async () => lazy, end: async () => {} } as never }),
   }) as unknown as Tx;
+  writeStates.set(tx, {
+    unlockedAllowed: () => unlockedReads && !begun && !lone && reads.length === 0,
+    run: (text, params) => client.query(text, params),
+    reads,
+  });
   let broken: unknown;
   try {
     const { result, changes } = await fn(tx);
@@ -208,6 +323,23 @@ export async function pgWrite<T>(
       if (begun) await client.query('COMMIT');
       return result;
     }
+    const [only] = changes;
+    const [read] = reads;
+    if (
+      !begun &&
+      read &&
+      changes.length === 1 &&
+      only?.object === 'replace' &&
+      only.type === read.type &&
+      only.id === read.id
+    ) {
+      // The whole write in one statement, on the condition that the row is as it was read.
+      lone = true;
+      broken = await replaceAlone(db, tx, only, read.etag, client);
+      return result;
+    }
+    // Anything else a write read unlocked is locked and checked now, inside the transaction.
+    if (!begun && reads.length > 0) await begin();
     if (!begun && together) {
       // Its connection is not needed: the statement runs with those of other writes (LoneWrites).
       lone = true;
@@ -311,7 +443,8 @@ export class LoneWrites {
 /**
  * Whether a lone final statement (no BEGIN) committed, after its connection was lost: once its
  * backend runs no statement any more (bounded by OUTCOME_WAIT_MS), it committed exactly when
- * the first object it created exists. undefined: unknown (no creation to look for, or no answer).
+ * the first object it created exists, or the change it logged for the object it replaced.
+ * undefined: unknown (nothing to look for, or no answer).
  */
 async function loneStatementCommitted(
   db: Db,
@@ -320,7 +453,8 @@ async function loneStatementCommitted(
 ): Promise<boolean | undefined> {
   const pool = db.pool;
   const created = changes.find((c) => c.object === 'insert');
-  if (!pool || !created) return undefined;
+  const replaced = changes.find((c) => c.object === 'replace');
+  if (!pool || (!created && !replaced)) return undefined;
   const until = Date.now() + OUTCOME_WAIT_MS;
   try {
     for (;;) {
@@ -332,10 +466,14 @@ async function loneStatementCommitted(
       if (Date.now() >= until) return undefined;
       await new Promise((res) => setTimeout(res, 50));
     }
-    const found = await pool.query('SELECT 1 FROM objects WHERE type = $1 AND id = $2', [
-      created.type,
-      created.id,
-    ]);
+    // A creation made a new, random id; a replacement logged a new, random ETag.
+    const found = created
+      ? await pool.query('SELECT 1 FROM objects WHERE type = $1 AND id = $2', [created.type, created.id])
+      : await pool.query('SELECT 1 FROM changes WHERE type = $1 AND id = $2 AND etag = $3 LIMIT 1', [
+          replaced?.type,
+          replaced?.id,
+          replaced?.etag,
+        ]);
     return found.rows.length > 0;
   } catch {
     return undefined;

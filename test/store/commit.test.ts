@@ -126,7 +126,8 @@ describe.skipIf(noCluster !== undefined)('a connection lost during COMMIT (Postg
     let answer: Response;
     let updated: Response;
     try {
-      // A creation is one statement committing by itself; an update is BEGIN ... COMMIT.
+      // A creation, and an update that changes no unique key, are each one statement committing
+      // by itself (src/store/pgwrite.ts).
       const post = call('POST', '/users', {});
       expect(await terminateWhile('PgSleep', post)).toBeGreaterThan(0);
       answer = await post;
