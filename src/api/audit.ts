@@ -2,37 +2,11 @@ import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AuditBatch, AuditEntry, auditEventsOf, listAudit } from '../audit/trail.js';
 import { err, type RouteSchema, ref } from '../core/routeschema.js';
-import { typeByPath } from '../objects/registry.js';
 import { enforce } from '../policy/decide.js';
 import { parseListQuery, type RawListQuery } from '../store/listquery.js';
 import type { ServiceContext } from '../store/service.js';
-import { BACKCHANNEL, PROXY_TOKEN_PATTERN } from '../wire/proxy.js';
+import { auditEntryOf, audited } from './auditentry.js';
 import { principalOf } from './objects.js';
-
-const READS = new Set(['GET', 'HEAD', 'OPTIONS']);
-
-/** Write requests that are lookups, not changes: the sign-in state check and the proxy's per-request checks. */
-function audited(method: string, route: string | undefined): boolean {
-  if (READS.has(method)) return false;
-  // No route: nothing was written (an unknown path answers 404 before any credential is read).
-  if (route === undefined) return false;
-  if (route === '/auth') return false;
-  if (route?.startsWith(`${BACKCHANNEL}/`) && route !== `${BACKCHANNEL}/register`) return false;
-  return true;
-}
-
-/** The :id of the route, or for a create the new object's (its X-Id), so the trail names what was made. */
-function objectIdOf(params: Record<string, unknown>, created: unknown): string {
-  if (typeof params.id === 'string') return params.id.slice(0, 256);
-  return typeof created === 'string' ? created.slice(0, 256) : '';
-}
-
-/** An App's proxy token that the route accepted (2xx/3xx): the agent or proxy that wrote. */
-function agentApp(req: FastifyRequest, status: number): string {
-  if (status >= 400 || req.principal) return '';
-  const m = /^Bearer\s+(\S+)\s*$/i.exec(String(req.headers.authorization ?? ''));
-  return PROXY_TOKEN_PATTERN.exec(m?.[1] ?? '')?.[1] ?? '';
-}
 
 /**
  * The audit trail (docs/directory.md): every write request is recorded as it is answered, with who
@@ -44,35 +18,22 @@ export function registerAuditRoutes(app: FastifyInstance, ctx: ServiceContext) {
   // Before the answer leaves: a client that got its answer finds the entry listed. Most
   // requests are reads that nobody refused: those pass on at once, without a promise; a recorded
   // one answers once its entry is written (the answer waits for the promise returned).
+  const events = auditEventsOf(ctx);
   app.answers.beforeSend((req, reply) => {
     // Writes, and every request the policy refused (reads too: a denial is worth a line).
     const route = req.routeOptions.url;
     if (!audited(req.method, route) && !req.refusedBy) return;
-    return record(req, reply, route);
+    // Written by the write's own statement, as answered: the trail's stream is woken, that is all.
+    const draft = req.auditDraft;
+    if (draft?.written && draft.status === reply.statusCode) {
+      events.emit('recorded');
+      return;
+    }
+    return record(req, reply);
   });
-  const record = async (req: FastifyRequest, reply: FastifyReply, route: string | undefined) => {
-    const p = req.principal;
-    const agent = agentApp(req, reply.statusCode);
-    const params = (req.params ?? {}) as Record<string, unknown>;
-    const ua = req.headers['user-agent'];
+  const record = async (req: FastifyRequest, reply: FastifyReply) => {
     try {
-      await trail.record({
-        Method: req.method,
-        Route: route ?? '',
-        Path: req.url.split('?')[0]?.slice(0, 2048) ?? '',
-        Kind: typeByPath.get(route?.split('/')[1] ?? '')?.kind ?? '',
-        ObjectID: objectIdOf(params, reply.getHeader('x-id')),
-        Rule: req.refusedBy ?? '',
-        Status: reply.statusCode,
-        Via: p ? p.via : agent ? 'agent' : 'none',
-        UserID: p?.userId ?? '',
-        KeyID: p?.keyId ?? '',
-        SessionID: p?.sessionId ?? '',
-        AgentAppID: agent,
-        Address: req.ip,
-        UserAgent: typeof ua === 'string' ? ua.slice(0, 256) : '',
-        RequestID: String(req.id),
-      });
+      await trail.record(auditEntryOf(req, reply.statusCode, reply.getHeader('x-id')));
     } catch (err) {
       req.log.error({ err }, 'the audit trail could not record a write');
     }

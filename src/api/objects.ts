@@ -11,6 +11,7 @@ import { parseListQuery, type RawListQuery } from '../store/listquery.js';
 import type { StoredObject } from '../store/objects.js';
 import { etagMatches } from '../store/objects.js';
 import { type ServiceContext, writerOf } from '../store/service.js';
+import { draftAudit } from './auditentry.js';
 import { setObjectHeaders, singleHeader } from './http.js';
 import { objectRouteSchemas } from './objectschemas.js';
 import { heldBackRefusal } from './validation.js';
@@ -149,6 +150,7 @@ function objectHandlers(ctx: ServiceContext, type: ObjectType) {
 
   const update = async (req: FastifyRequest, reply: FastifyReply, id: string, patch: boolean) => {
     const ifMatch = await requireIfMatch(req, 'update', id);
+    const audit = draftAudit(req, 204);
     const { obj, changed } = await writes.write({
       actor: principalOf(req),
       type,
@@ -157,7 +159,10 @@ function objectHandlers(ctx: ServiceContext, type: ObjectType) {
       body: req.body,
       ifMatch,
       refusal: heldBackRefusal(req),
+      auditRow: audit?.rowFor,
     });
+    // Unchanged: nothing was written, so neither was the entry (the answer hook records the 304).
+    if (audit) audit.written = changed;
     if (obj) setObjectHeaders(reply, type, obj);
     return reply.code(changed ? 204 : 304).send();
   };
@@ -168,6 +173,7 @@ function objectHandlers(ctx: ServiceContext, type: ObjectType) {
       const bad = type.checkName(id);
       if (bad) throw new ApiError('BadRequest', `the name ${JSON.stringify(id)} ${bad}`, { field: 'id' });
     }
+    const audit = draftAudit(req, 201);
     const { obj, response } = await writes.write({
       actor: principalOf(req),
       type,
@@ -175,8 +181,10 @@ function objectHandlers(ctx: ServiceContext, type: ObjectType) {
       id,
       body: req.body,
       refusal: heldBackRefusal(req),
+      auditRow: audit?.rowFor,
     });
     if (!obj) throw new ApiError('Internal', 'the write stored nothing');
+    if (audit) audit.written = true;
     setObjectHeaders(reply, type, obj);
     reply.code(201);
     if (response) return reply.type('application/json').send(JSON.stringify({ ...obj.doc, ...response }));
@@ -187,7 +195,9 @@ function objectHandlers(ctx: ServiceContext, type: ObjectType) {
     const ifMatch = await requireIfMatch(req, 'delete', id);
     const refusal = heldBackRefusal(req);
     if (refusal) throw refusal;
-    await writes.write({ actor: principalOf(req), type, op: 'delete', id, ifMatch });
+    const audit = draftAudit(req, 204);
+    await writes.write({ actor: principalOf(req), type, op: 'delete', id, ifMatch, auditRow: audit?.rowFor });
+    if (audit) audit.written = true;
     return reply.code(204).send();
   };
   return { get, update, create, remove };

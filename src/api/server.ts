@@ -25,6 +25,7 @@ import { databaseDown, databaseUnavailable } from '../store/unavailable.js';
 import { errorPage, sendHtml, wantsHtml } from '../web/errorpage.js';
 import { WritePath } from '../writes/path.js';
 import { AnswerHooks } from './answerhooks.js';
+import type { AuditDraft } from './auditentry.js';
 import { requestLogger } from './requestlogger.js';
 import { registrars } from './routes.js';
 import { requestValidators, schemaRefusal } from './validation.js';
@@ -34,6 +35,8 @@ declare module 'fastify' {
     principal: Principal | undefined;
     /** The policy rule that refused the request, if one did (the audit trail records it). */
     refusedBy?: string;
+    /** An object write's audit entry, drafted for its own statement (src/api/auditentry.ts). */
+    auditDraft: AuditDraft | undefined;
   }
   interface FastifyInstance {
     /** The service object this server serves (src/store/service.ts): its state, jobs, store. */
@@ -155,6 +158,7 @@ export async function createServer(opts: ServerOptions): Promise<FastifyInstance
   app.addHook('onReady', async () => jobs.start());
   app.addHook('onClose', async () => jobs.stop());
   app.decorateRequest('principal', undefined);
+  app.decorateRequest('auditDraft', undefined);
   // Only JSON bodies for the API; form bodies are added by the sign-in endpoints that take them.
   app.removeContentTypeParser('text/plain');
   addJsonParser(app);

@@ -3,6 +3,7 @@ import { sql } from 'kysely';
 import { nowStamp } from '../groups/lifecycle.js';
 import { f } from '../schema/fields.js';
 import type { ObjectType } from '../schema/type.js';
+import type { AuditRow as WriteAuditRow } from '../store/auditrow.js';
 import type { Db } from '../store/db.js';
 import { fixedQuery } from '../store/fixed.js';
 import { type ListPage, type ListQuery, listObjects } from '../store/listquery.js';
@@ -93,6 +94,18 @@ const insertRows = async (db: Db, docs: readonly AuditRecord[]) => {
   // On SQLite at once, as a single entry is (Db.runSync), unless a write transaction is open.
   return db.runSync?.(many.sql, many.parameters) ?? db.kysely.executeQuery(many);
 };
+
+/**
+ * The stored row of an entry made now, for a write's own statement to insert with the write
+ * (src/store/auditrow.ts): the request's line at no extra round trip.
+ */
+export function auditRowOf(
+  entry: Omit<AuditRecord, 'ID' | 'Time' | 'TimeMs'>,
+  now = Date.now(),
+): WriteAuditRow {
+  const doc = entryDoc(entry, now);
+  return { type: AuditEntry.kind, id: String(doc.ID), data: JSON.stringify(doc), time: Number(doc.TimeMs) };
+}
 
 /** Appends one entry; returns its ID. */
 export async function recordAudit(

@@ -10,6 +10,7 @@ import { type Compilable, CompiledQuery, type Kysely, sql, type Transaction } fr
 import { ApiError } from '../core/errors.js';
 import { type Doc, normalize } from '../schema/fields.js';
 import type { Actor, ObjectType } from '../schema/type.js';
+import type { AuditRow, AuditRowFor } from './auditrow.js';
 import type { Database, Db } from './db.js';
 import { type ListPage, type ListQuery, listObjects } from './listquery.js';
 import { NamedLocks } from './locks.js';
@@ -256,19 +257,23 @@ export class ObjectStore {
     input: unknown,
     id?: string,
     actor?: Actor,
+    auditRow?: AuditRowFor,
   ): Promise<{ obj: StoredObject; response?: Doc }> {
     const objectId = id ?? newId();
-    return this.write(async (tx) => {
-      // A generated id is 72 random bits: a clash is left to the primary key. A chosen name is checked.
-      if (id !== undefined && (await this.row(tx, type, id))) {
-        throw new ApiError('Conflict', `${type.kind} ${objectId} already exists`);
-      }
-      const prepared = await prepare(type, input, undefined, {}, actor);
-      prepared.doc.ID = objectId;
-      await checkRefs(tx, type, prepared.doc, undefined, this.concurrent);
-      const obj = await this.insert(tx, type, objectId, prepared.doc, prepared.secret);
-      return { obj, response: prepared.response };
-    });
+    return this.write(
+      async (tx) => {
+        // A generated id is 72 random bits: a clash is left to the primary key. A chosen name is checked.
+        if (id !== undefined && (await this.row(tx, type, id))) {
+          throw new ApiError('Conflict', `${type.kind} ${objectId} already exists`);
+        }
+        const prepared = await prepare(type, input, undefined, {}, actor);
+        prepared.doc.ID = objectId;
+        await checkRefs(tx, type, prepared.doc, undefined, this.concurrent);
+        const obj = await this.insert(tx, type, objectId, prepared.doc, prepared.secret);
+        return { obj, response: prepared.response };
+      },
+      auditRow && (() => auditRow(objectId)),
+    );
   }
 
   /**
@@ -281,41 +286,48 @@ export class ObjectStore {
     input: unknown,
     ifMatch: string,
     actor?: Actor,
+    auditRow?: AuditRowFor,
   ): Promise<{ obj: StoredObject; changed: boolean }> {
-    return this.write(async (tx) => {
-      const current = await this.current(tx, type, id, true);
-      if (!etagMatches(ifMatch, current.etag, false)) {
-        throw new ApiError(
-          'PreconditionFailed',
-          `If-Match does not hold the current ETag of ${type.kind} ${id}; fetch it again`,
-          {
-            field: 'If-Match',
-          },
-        );
-      }
-      const prepared = await prepare(type, input, current.doc, current.secret, actor);
-      prepared.doc.ID = id;
-      await checkRefs(tx, type, prepared.doc, current.doc, this.concurrent);
-      const data = JSON.stringify(prepared.doc);
-      if (data === current.data && JSON.stringify(prepared.secret) === JSON.stringify(current.secret)) {
-        return { obj: current, changed: false };
-      }
-      return { obj: await this.replace(tx, type, current, prepared.doc, prepared.secret), changed: true };
-    });
+    return this.write(
+      async (tx) => {
+        const current = await this.current(tx, type, id, true);
+        if (!etagMatches(ifMatch, current.etag, false)) {
+          throw new ApiError(
+            'PreconditionFailed',
+            `If-Match does not hold the current ETag of ${type.kind} ${id}; fetch it again`,
+            {
+              field: 'If-Match',
+            },
+          );
+        }
+        const prepared = await prepare(type, input, current.doc, current.secret, actor);
+        prepared.doc.ID = id;
+        await checkRefs(tx, type, prepared.doc, current.doc, this.concurrent);
+        const data = JSON.stringify(prepared.doc);
+        if (data === current.data && JSON.stringify(prepared.secret) === JSON.stringify(current.secret)) {
+          return { obj: current, changed: false };
+        }
+        return { obj: await this.replace(tx, type, current, prepared.doc, prepared.secret), changed: true };
+      },
+      auditRow && (() => auditRow(id)),
+    );
   }
 
-  async delete(type: ObjectType, id: string, ifMatch: string): Promise<void> {
-    await this.write(async (tx) => {
-      const current = await this.current(tx, type, id);
-      if (!etagMatches(ifMatch, current.etag, false)) {
-        throw new ApiError(
-          'PreconditionFailed',
-          `If-Match does not hold the current ETag of ${type.kind} ${id}`,
-          { field: 'If-Match' },
-        );
-      }
-      await this.remove(tx, type, id);
-    });
+  async delete(type: ObjectType, id: string, ifMatch: string, auditRow?: AuditRowFor): Promise<void> {
+    await this.write(
+      async (tx) => {
+        const current = await this.current(tx, type, id);
+        if (!etagMatches(ifMatch, current.etag, false)) {
+          throw new ApiError(
+            'PreconditionFailed',
+            `If-Match does not hold the current ETag of ${type.kind} ${id}`,
+            { field: 'If-Match' },
+          );
+        }
+        await this.remove(tx, type, id);
+      },
+      auditRow && (() => auditRow(id)),
+    );
   }
 
   /**
@@ -516,12 +528,12 @@ export class ObjectStore {
    * row lock or a unique key runs it again, see pgwrite.ts): it must do nothing outside `tx`
    * that a second run would repeat wrongly.
    */
-  private async write<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
-    if (!this.concurrent) return this.writeOnce(fn);
+  private async write<T>(fn: (tx: Tx) => Promise<T>, audit?: () => AuditRow): Promise<T> {
+    if (!this.concurrent) return this.writeOnce(fn, false, audit);
     for (let attempt = 1; ; attempt++) {
       try {
         // Only a first attempt reads unlocked: a rerun locks, so a write always gets through.
-        return await this.writeOnce(fn, attempt === 1);
+        return await this.writeOnce(fn, attempt === 1, audit);
       } catch (err) {
         if (!lostRace(err)) throw err;
         if (attempt >= WRITE_ATTEMPTS) throw (err as { code?: string }).code === '23505' ? keyTaken() : err;
@@ -529,13 +541,24 @@ export class ObjectStore {
     }
   }
 
-  private async writeOnce<T>(fn: (tx: Tx) => Promise<T>, unlockedReads = false): Promise<T> {
+  /**
+   * One attempt of a write. `audit`: the request's audit row, carried by the write's first change
+   * into its own statement (nothing is recorded when nothing is written).
+   */
+  private async writeOnce<T>(
+    fn: (tx: Tx) => Promise<T>,
+    unlockedReads = false,
+    audit?: () => AuditRow,
+  ): Promise<T> {
     const altered = { kinds: new Set<string>(), objects: new Set<string>() };
     const changes: PendingChange[] = [];
     const run = async (tx: Tx) => {
       this.altered.set(tx, altered);
       this.pending.set(tx, changes);
-      return fn(tx);
+      const result = await fn(tx);
+      const [first] = changes;
+      if (audit && first) first.audit = audit();
+      return result;
     };
     let result: T;
     let told: Promise<void> | undefined;
@@ -556,6 +579,13 @@ export class ObjectStore {
       result = await this.batches.run(async (tx) => {
         const r = await run(tx);
         for (const c of changes) await this.appendChange(tx, c);
+        const row = changes[0]?.audit;
+        if (row)
+          await this.run(
+            'INSERT INTO audit_trail (type, id, data, time) VALUES (?, ?, ?, ?)',
+            [row.type, row.id, row.data, row.time],
+            tx,
+          );
         return r;
       });
     }

@@ -5,6 +5,7 @@
 import { Kysely, PostgresDialect, sql, type Transaction } from 'kysely';
 import type pg from 'pg';
 import { ApiError } from '../core/errors.js';
+import type { AuditRow } from './auditrow.js';
 import type { Database, Db } from './db.js';
 import { databaseUnavailable } from './unavailable.js';
 
@@ -55,6 +56,8 @@ export interface PendingChange {
   secret?: string | null;
   /** Other instances cache what this change touches (ObjectType.cachedElsewhere): tell them before answering. */
   prompt?: boolean;
+  /** The audit trail's row of the request that made the write, inserted by the same statement. */
+  audit?: AuditRow;
 }
 
 type Tx = Transaction<Database>;
@@ -93,7 +96,7 @@ export async function appendChanges(tx: Tx, changes: readonly PendingChange[]): 
       FROM w
       ORDER BY w.n
       RETURNING seq
-    )
+    )${auditedMany(changes)}
     SELECT pg_current_xact_id()::text AS xid,
       (SELECT count(*) FROM inserted) AS inserted, (SELECT count(*) FROM replaced) AS replaced,
       (SELECT count(*) FROM appended) AS appended`.execute(tx);
@@ -104,6 +107,26 @@ export async function appendChanges(tx: Tx, changes: readonly PendingChange[]): 
     throw new Error('an object to replace was not found');
   return row.xid;
 }
+
+/** A CTE inserting the audit rows the changes carry, after the others (nothing when none does). */
+function auditedMany(changes: readonly PendingChange[]) {
+  const rows = changes.flatMap((c) => (c.audit ? [c.audit] : []));
+  if (rows.length === 0) return sql``;
+  const col = <T>(f: (r: AuditRow) => T) => rows.map(f);
+  return sql`,
+    audited AS (
+      INSERT INTO audit_trail (type, id, data, time)
+      SELECT * FROM unnest(${col((r) => r.type)}::text[], ${col((r) => r.id)}::text[],
+        ${col((r) => r.data)}::text[], ${col((r) => r.time)}::int8[])
+    )`;
+}
+
+/** The audit row a change carries, as a CTE of a one-change statement (or nothing). */
+const auditedOne = (c: PendingChange) =>
+  c.audit
+    ? sql`, audited AS (INSERT INTO audit_trail (type, id, data, time)
+        VALUES (${c.audit.type}, ${c.audit.id}, ${c.audit.data}, ${c.audit.time}))`
+    : sql``;
 
 /** The change-log row of a write with one change. */
 const changeRow = (c: PendingChange) => sql`INSERT INTO changes (type, id, data, etag, time)
@@ -133,15 +156,19 @@ async function appendOne(tx: Tx, c: PendingChange): Promise<string> {
 export function oneChangeStatement(c: PendingChange) {
   const xid = sql`pg_current_xact_id()::text AS xid`;
   if (c.object === 'insert')
-    return sql<{ xid: string }>`WITH appended AS (${changeRow(c)})
+    return sql<{ xid: string }>`WITH appended AS (${changeRow(c)})${auditedOne(c)}
       INSERT INTO objects (type, id, data, etag, create_time, modify_time, secret)
       VALUES (${c.type}, ${c.id}, ${c.data}, ${c.etag}, ${c.createTime ?? 0}, ${c.time}, ${c.secret ?? null})
       RETURNING ${xid}`;
   if (c.object === 'replace')
-    return sql<{ xid: string }>`WITH appended AS (${changeRow(c)})
+    return sql<{ xid: string }>`WITH appended AS (${changeRow(c)})${auditedOne(c)}
       UPDATE objects SET data = ${c.data}, etag = ${c.etag}, modify_time = ${c.time}, secret = ${c.secret ?? null}
       WHERE type = ${c.type} AND id = ${c.id}
       RETURNING ${xid}`;
+  if (c.audit)
+    return sql<{ xid: string }>`WITH audited AS (INSERT INTO audit_trail (type, id, data, time)
+        VALUES (${c.audit.type}, ${c.audit.id}, ${c.audit.data}, ${c.audit.time}))
+      ${changeRow(c)} RETURNING ${xid}`;
   return sql<{ xid: string }>`${changeRow(c)} RETURNING ${xid}`;
 }
 
@@ -158,7 +185,14 @@ export function replaceIfUnchangedStatement(c: PendingChange, readEtag: string) 
     ), appended AS (
       INSERT INTO changes (type, id, data, etag, time)
       SELECT ${c.type}::text, ${c.id}::text, ${c.data}::text, ${c.etag}::text, ${c.time}::int8 FROM replaced
-    )
+    )${
+      c.audit
+        ? sql`, audited AS (
+      INSERT INTO audit_trail (type, id, data, time)
+      SELECT ${c.audit.type}::text, ${c.audit.id}::text, ${c.audit.data}::text, ${c.audit.time}::int8 FROM replaced
+    )`
+        : sql``
+    }
     SELECT pg_current_xact_id()::text AS xid FROM replaced`;
 }
 

@@ -1,6 +1,7 @@
 import type { Doc } from '../schema/fields.js';
 import type { Principal } from '../schema/principal.js';
 import type { ObjectType } from '../schema/type.js';
+import type { AuditRowFor } from './auditrow.js';
 import type { StoredObject } from './objects.js';
 
 /**
@@ -20,6 +21,8 @@ export interface WriteRequest {
    * judged, after the decision and the 404 that the spec orders before it.
    */
   refusal?: Error | undefined;
+  /** The request's audit entry, written by the write's own statement when it writes anything. */
+  auditRow?: AuditRowFor | undefined;
 }
 
 export interface WriteResult {

@@ -96,7 +96,13 @@ export class WritePath implements ObjectWriter {
       body = set;
       await this.judge(req, 'create', body);
     }
-    const { obj, response } = await ctx.store.create(req.type, body, req.id, { userId: req.actor.userId });
+    const { obj, response } = await ctx.store.create(
+      req.type,
+      body,
+      req.id,
+      { userId: req.actor.userId },
+      req.auditRow,
+    );
     await afterObjectWrite(ctx, req.type, obj, true);
     return { obj, changed: true, response };
   }
@@ -123,9 +129,14 @@ export class WritePath implements ObjectWriter {
         await this.judge(req, 'update', body, existing);
       }
     }
-    const { obj, changed } = await ctx.store.update(req.type, existing.id, body, etag, {
-      userId: req.actor.userId,
-    });
+    const { obj, changed } = await ctx.store.update(
+      req.type,
+      existing.id,
+      body,
+      etag,
+      { userId: req.actor.userId },
+      req.auditRow,
+    );
     if (changed) await afterObjectWrite(ctx, req.type, obj, false);
     return { obj, changed };
   }
@@ -143,7 +154,7 @@ export class WritePath implements ObjectWriter {
         id: existing.id,
         doc: existing.doc,
       });
-      await ctx.store.delete(req.type, existing.id, this.etagFor(req, existing));
+      await ctx.store.delete(req.type, existing.id, this.etagFor(req, existing), req.auditRow);
       return { obj: undefined, changed: true };
     });
   }
