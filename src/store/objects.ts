@@ -1,4 +1,4 @@
-// Why ~730 lines: ObjectStore's reads and writes share private machinery (the compiled-SQL cache
+// Why ~760 lines: ObjectStore's reads and writes share private machinery (the compiled-SQL cache
 // and its synchronous SQLite reader, the write transaction with its row locks and 'commit' event,
 // the change-log append that gives every write its ETag); splitting reads from writes would make
 // it public across files. What a stored object is (stored.ts), the list SQL (listquery.ts), what

@@ -1,4 +1,4 @@
-// Why ~480 lines: every way a PostgreSQL write runs is here (BEGIN sent lazily, an update's
+// Why ~530 lines: every way a PostgreSQL write runs is here (BEGIN sent lazily, an update's
 // unlocked read and its conditional final statement, lone creations together, the outcome of a
 // statement whose connection was lost), and each relies on the others' invariants: which
 // statements a write has sent decides whether it may read unlocked, commit alone or must lock.
