@@ -112,6 +112,27 @@ class LiveStream {
   state(kind: string): KindState | undefined {
     return this.kinds.get(kind);
   }
+
+  /**
+   * Resolves once the object `id` of `kind` is on the stream, or after `ms`: a view opened right
+   * after its object was created finds it there. The answer to a create can arrive before the
+   * stream's frame of it; the view would say "No such ...".
+   */
+  arrival(kind: string, id: string, ms = 5000): Promise<void> {
+    return new Promise((resolve) => {
+      const there = () => this.kinds.get(kind)?.items.has(id) === true;
+      if (there()) return resolve();
+      const done = () => {
+        clearTimeout(timer);
+        stop();
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      const stop = this.follow(kind, () => {
+        if (there()) done();
+      });
+    });
+  }
 }
 
 // module-state: one event stream per console page, shared by every view.

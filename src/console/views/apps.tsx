@@ -6,7 +6,7 @@ import { useState } from 'preact/hooks';
 import { call, type Doc, explain, seg } from '../api.js';
 import { ObjectEditor } from '../editor.js';
 import { APP_FIELDS } from '../fields.js';
-import { useLive } from '../live.js';
+import { live, useLive } from '../live.js';
 import { Badge, confirmAction, Heading, Link, Modal, type Note, Notice, navigate } from '../ui.js';
 import { deleteObject } from './user.js';
 
@@ -22,7 +22,9 @@ export function AppsView() {
         json: { Name: String(f.get('name')), URL: String(f.get('url') ?? '') },
       });
       setCreating(false);
-      navigate(`/console/apps/${seg(r.headers.get('x-id') ?? '')}`);
+      const id = r.headers.get('x-id') ?? '';
+      await live.arrival('App', id);
+      navigate(`/console/apps/${seg(id)}`);
     } catch (err) {
       setNote({ kind: 'error', text: explain(err) });
     }

@@ -6,7 +6,7 @@ import { useState } from 'preact/hooks';
 import { call, type Doc, explain, seg } from '../api.js';
 import { ObjectEditor } from '../editor.js';
 import { GROUP_FIELDS } from '../fields.js';
-import { useLive } from '../live.js';
+import { live, useLive } from '../live.js';
 import {
   Badge,
   confirmAction,
@@ -145,7 +145,9 @@ export function GroupsView() {
         json: { Name: String(f.get('name')), Description: String(f.get('description') ?? '') },
       });
       setCreating(false);
-      navigate(`/console/groups/${seg(r.headers.get('x-id') ?? '')}`);
+      const id = r.headers.get('x-id') ?? '';
+      await live.arrival('Group', id);
+      navigate(`/console/groups/${seg(id)}`);
     } catch (err) {
       setNote({ kind: 'error', text: explain(err) });
     }

@@ -3,7 +3,7 @@ import { useRef, useState } from 'preact/hooks';
 import { call, type Doc, explain, seg } from '../api.js';
 import { ObjectEditor } from '../editor.js';
 import { SCRIPT_FIELDS } from '../fields.js';
-import { useLive } from '../live.js';
+import { live, useLive } from '../live.js';
 import { Badge, confirmAction, Heading, Link, type Note, Notice, navigate, when } from '../ui.js';
 import { deleteObject } from './user.js';
 
@@ -15,7 +15,9 @@ export function ScriptsView() {
       const r = await call('POST', '/scripts', {
         json: { Name: 'New script', Source: 'function hook(input) {\n  return {};\n}\n', Tests: '[]' },
       });
-      navigate(`/console/scripts/${seg(r.headers.get('x-id') ?? '')}`);
+      const id = r.headers.get('x-id') ?? '';
+      await live.arrival('Script', id);
+      navigate(`/console/scripts/${seg(id)}`);
     } catch (err) {
       setNote({ kind: 'error', text: explain(err) });
     }
