@@ -12,10 +12,14 @@ import Database from 'better-sqlite3';
 import pg from 'pg';
 
 const ID_ALPHABET = 'abcdefghijklmnopqrstuvwxyz0123456789';
-/** 14 random letters and digits, like the store's own IDs. */
-function newId() {
-  const bytes = randomBytes(14);
-  let s = '';
+/**
+ * IDs shaped like the store's own (src/store/stored.ts): the time in milliseconds (base 36, 9
+ * characters), then 11 random characters. `at` counts up per row, as IDs of objects made one after
+ * another would.
+ */
+function newId(at) {
+  const bytes = randomBytes(11);
+  let s = at.toString(36).padStart(9, '0');
   for (const b of bytes) s += ID_ALPHABET[b % ID_ALPHABET.length];
   return s;
 }
@@ -26,8 +30,9 @@ const BATCH = 5000;
 function makeRows(kind, template, n) {
   const doc = JSON.parse(template);
   const rows = [];
+  const start = Date.now() - n;
   for (let i = 0; i < n; i++) {
-    const id = newId();
+    const id = newId(start + i);
     doc.ID = id;
     rows.push({ type: kind, id, data: JSON.stringify(doc), etag: newEtag() });
   }

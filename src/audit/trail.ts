@@ -63,7 +63,7 @@ export const auditEventsOf = (ctx: Pick<ServiceContext, 'state'>): EventEmitter 
 
 /** The stored form of an entry: every field present, with its default where the entry has none. */
 function entryDoc(entry: Omit<AuditRecord, 'ID' | 'Time' | 'TimeMs'>, now: number): AuditRecord {
-  const doc: AuditRecord = { ID: newId(), Time: nowStamp(now), TimeMs: now };
+  const doc: AuditRecord = { ID: newId(now), Time: nowStamp(now), TimeMs: now };
   for (const [k, field] of Object.entries(AuditEntry.fields)) {
     if (k in doc) continue;
     const v = entry[k];

@@ -35,7 +35,9 @@ describe.each(backends())('generic object API on %s', (backend) => {
     expect(res.statusCode).toBe(201);
     expect(res.body).toBe('');
     const id = res.headers['x-id'] as string;
-    expect(id).toMatch(/^[a-z0-9]{14}$/);
+    // 20 letters and digits, beginning with the creation time in milliseconds (src/store/stored.ts).
+    expect(id).toMatch(/^[a-z0-9]{20}$/);
+    expect(Math.abs(Number.parseInt(id.slice(0, 9), 36) - Date.now())).toBeLessThan(60_000);
     expect(res.headers.location).toBe(`/users/${id}`);
     expect(res.headers.etag).toMatch(/^".+"$/);
     expect(res.headers['x-create-time']).toMatch(HTTP_DATE);

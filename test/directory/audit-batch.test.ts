@@ -88,7 +88,7 @@ describe.each(backends())('audit trail group commit on %s', (backend) => {
     await sql`ALTER TABLE audit_trail_away RENAME TO audit_trail`.execute(db.kysely);
     expect(failed.map((r) => r.status)).toEqual(['rejected', 'rejected']);
     const id = await trail.record({ Path: '/after' });
-    expect(id).toMatch(/^[a-z0-9]{14}$/);
+    expect(id).toMatch(/^[a-z0-9]{20}$/);
   });
 });
 

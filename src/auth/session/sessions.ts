@@ -127,7 +127,7 @@ export async function createSession(
   const token = newToken();
   const userId = init.userId ?? '';
   const row: SessionsTable = {
-    id: newId(),
+    id: newId(now),
     token_hash: hashToken(token),
     user_id: userId,
     device_id: init.deviceId,
