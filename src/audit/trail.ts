@@ -61,19 +61,18 @@ const AUDIT_EVENTS = perService<EventEmitter, Pick<ServiceContext, 'state'>>('au
 });
 export const auditEventsOf = (ctx: Pick<ServiceContext, 'state'>): EventEmitter => stateOf(ctx, AUDIT_EVENTS);
 
+/** Every field of an entry but ID and the times, each with what it holds when an entry does not say. */
+const ENTRY_DEFAULTS: readonly (readonly [string, string | number])[] = Object.entries(AuditEntry.fields)
+  .filter(([k]) => k !== 'ID' && k !== 'Time' && k !== 'TimeMs')
+  .map(([k, field]) => [
+    k,
+    field.kind === 'object' || field.kind === 'strings' ? '' : (field.default as string | number),
+  ]);
+
 /** The stored form of an entry: every field present, with its default where the entry has none. */
 function entryDoc(entry: Omit<AuditRecord, 'ID' | 'Time' | 'TimeMs'>, now: number): AuditRecord {
   const doc: AuditRecord = { ID: newId(now), Time: nowStamp(now), TimeMs: now };
-  for (const [k, field] of Object.entries(AuditEntry.fields)) {
-    if (k in doc) continue;
-    const v = entry[k];
-    doc[k] =
-      v === undefined
-        ? field.kind === 'object' || field.kind === 'strings'
-          ? ''
-          : (field.default as string | number)
-        : v;
-  }
+  for (const [k, byDefault] of ENTRY_DEFAULTS) doc[k] = entry[k] ?? byDefault;
   return doc;
 }
 

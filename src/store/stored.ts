@@ -1,4 +1,4 @@
-import { randomInt } from 'node:crypto';
+import { randomFillSync } from 'node:crypto';
 import type { Doc } from '../schema/fields.js';
 
 /*
@@ -34,8 +34,31 @@ const ID_RANDOM_CHARS = 11;
  */
 export function newId(now: number = Date.now()): string {
   let s = Math.max(0, Math.floor(now)).toString(36).padStart(ID_TIME_CHARS, '0');
-  for (let i = 0; i < ID_RANDOM_CHARS; i++) s += ID_ALPHABET[randomInt(ID_ALPHABET.length)];
+  for (let i = 0; i < ID_RANDOM_CHARS; i++) s += ID_ALPHABET[randomBelow36()];
   return s;
+}
+
+/** Bytes below this are used, as byte % 36: 252 = 7 × 36, so every remainder is equally likely. */
+const UNBIASED_BYTES = 252;
+// module-state: random bytes drawn ahead from the CSPRNG, as crypto.randomInt's own cache is; each is used once.
+const randomPool = Buffer.alloc(4096);
+// module-state: the next unused byte of randomPool (its length: all used).
+let randomNext = randomPool.length;
+
+/**
+ * A uniformly random number in 0..35 from the CSPRNG. crypto.randomInt per character cost more
+ * than an ID deserves (each call checks its arguments and takes from its cache separately); this
+ * draws 4 KiB at a time and rejects bytes of 252 and above.
+ */
+function randomBelow36(): number {
+  for (;;) {
+    if (randomNext === randomPool.length) {
+      randomFillSync(randomPool);
+      randomNext = 0;
+    }
+    const b = randomPool[randomNext++] as number;
+    if (b < UNBIASED_BYTES) return b % 36;
+  }
 }
 
 /** Does one of the comma-separated ETags in an If-Match / If-None-Match header name `etag`? */
