@@ -19,13 +19,14 @@ export interface CachedKey {
 }
 
 /**
- * Validated API keys by hash, for at most a second. A write committed through this store that
- * updates or deletes an API key or a user drops the keys that depend on it (the key itself, or
- * the keys of that user); every change another instance announces to an API key or a user
- * (PostgreSQL NOTIFY, relayed as the store's 'remote' event while the event stream listens)
- * drops them all, since its notice names kinds, not objects. So a deleted key, a changed scope or
- * a disabled user takes effect at once here and within a second anywhere, and the users written
- * all the time by a busy directory do not send every other key back to the database.
+ * Validated API keys by hash, for at most a second. A write that updates or deletes an API key or
+ * a user drops the keys that depend on it (the key itself, or the keys of that user): at once when
+ * it was committed through this store, and when its notice arrives when another instance made it
+ * (PostgreSQL NOTIFY, relayed as the store's 'remote' event; src/store/notifier.ts). A notice that
+ * names kinds only (more objects than it names, or a resync) drops every key. So a deleted key, a
+ * changed scope or a disabled user takes effect at once here and within a second anywhere, and the
+ * users written all the time by a busy directory, on any instance, do not send every other key
+ * back to the database.
  */
 export class KeyCache {
   private readonly entries = new Map<string, CachedKey>();

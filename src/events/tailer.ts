@@ -288,9 +288,9 @@ export class ChangeTailer {
         // caches follow it; a second wake-up would only cost queries on the write path.
         if (notice?.writer === this.store.notifyTag) return;
         // Another instance committed: caches of this process (e.g. validated API keys) drop what
-        // that write can have made stale (the kinds it updated or deleted, and created); all of it
-        // when the notice does not say.
-        this.store.commits.emit('remote', notice?.updated, notice?.created);
+        // that write can have made stale (the objects it updated or deleted, or all of the kinds
+        // it updated, deleted or created); all of it when the notice does not say.
+        this.store.commits.emit('remote', notice?.updated, notice?.created, notice?.altered);
         this.wake();
       }
     });

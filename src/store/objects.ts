@@ -15,7 +15,7 @@ import type { Database, Db } from './db.js';
 import { type ListPage, type ListQuery, listObjects } from './listquery.js';
 import { NamedLocks } from './locks.js';
 import { isAfter, LOG_START, type LogPosition } from './logposition.js';
-import { CommitNotifier } from './notifier.js';
+import { alteredObject, CommitNotifier } from './notifier.js';
 import {
   keyTaken,
   LoneWrites,
@@ -54,8 +54,7 @@ export interface Change extends LogPosition {
 
 type Tx = Transaction<Database>;
 
-/** How ObjectStore.onAltered names an object it gives: its kind, a space, its id. */
-export const alteredObject = (kind: string, id: string) => `${kind} ${id}`;
+export { alteredObject } from './notifier.js';
 
 /**
  * The object repository: every type is stored the same way, every write appends to the change
@@ -66,8 +65,8 @@ export class ObjectStore {
    * Emits 'commit' after every committed write, so in-process readers of the change log wake at
    * once, with the set of kinds whose existing objects it updated or deleted (creations are not in
    * it); and 'remote' when another instance is known to have committed (src/events/tailer.ts),
-   * with the kinds it updated or deleted and the kinds it created when its notice says (else none:
-   * drop everything).
+   * with the kinds it updated or deleted, the kinds it created and the objects it updated or
+   * deleted when its notice says (else none: drop everything).
    */
   readonly commits = new EventEmitter();
 
@@ -112,22 +111,25 @@ export class ObjectStore {
    * Runs `drop` after every commit that updated or deleted an object of one of `kinds`: at once
    * for this store's, when its notice arrives for another instance's, and for every commit whose
    * kinds are not known. The one rule of the caches built from objects (API keys, the Tenant):
-   * a new object cannot change what they hold, a changed or deleted one can. For this store's
-   * commits `drop` is given which objects of `kinds` they were (alteredObject keys), so a cache
-   * can drop only what depends on them; for another instance's it is given nothing: drop all.
+   * a new object cannot change what they hold, a changed or deleted one can. `drop` is given
+   * which objects of `kinds` they were (alteredObject keys), so a cache can drop only what depends
+   * on them; when a commit's objects are not known (another instance's notice that does not name
+   * them, a resync) it is given nothing: drop all.
    */
   onAltered(kinds: readonly string[], drop: (objects?: ReadonlySet<string>) => void): void {
-    const touches = (altered?: ReadonlySet<string>) => !altered || kinds.some((k) => altered.has(k));
-    this.commits.on('commit', (altered?: ReadonlySet<string>, objects?: ReadonlySet<string>) => {
-      if (!touches(altered)) return;
-      if (!altered || !objects) return drop();
+    const altered = (updated?: ReadonlySet<string>, objects?: ReadonlySet<string>) => {
+      if (updated && !kinds.some((k) => updated.has(k))) return;
+      if (!updated || !objects) return drop();
       const ofKinds = new Set<string>();
       for (const o of objects) if (kinds.includes(o.slice(0, o.indexOf(' ')))) ofKinds.add(o);
       drop(ofKinds);
-    });
-    this.commits.on('remote', (updated?: ReadonlySet<string>) => {
-      if (touches(updated)) drop();
-    });
+    };
+    this.commits.on('commit', altered);
+    this.commits.on(
+      'remote',
+      (updated?: ReadonlySet<string>, _created?: ReadonlySet<string>, objects?: ReadonlySet<string>) =>
+        altered(updated, objects),
+    );
   }
 
   async get(type: ObjectType, id: string): Promise<StoredObject | undefined> {

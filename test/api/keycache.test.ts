@@ -4,7 +4,7 @@ import { authenticateApiKey } from '../../src/auth/apikeys.js';
 import { KEY_CACHE_TTL_MS, keyCacheOf } from '../../src/auth/keycache.js';
 import { APIKey, hashApiKey } from '../../src/objects/apikey.js';
 import { User } from '../../src/objects/user.js';
-import type { ObjectStore } from '../../src/store/objects.js';
+import { alteredObject, type ObjectStore } from '../../src/store/objects.js';
 import { backends, twoStores } from '../helpers.js';
 
 describe.each(backends())('validated API keys are cached briefly on %s', (backend) => {
@@ -110,9 +110,14 @@ describe.each(backends())('validated API keys are cached briefly on %s', (backen
     await a.update(APIKey, other.id, { Scopes: ['user'] }, other.etag);
     expect([cached(k2), cached(other)]).toEqual([true, false]);
     expect((await authenticateApiKey(serviceA, other.secret)).scopes).toEqual(new Set(['user']));
-    // Another instance's notice names kinds, not objects: everything of them goes.
+    // Another instance's notice that names the objects drops only what depends on them...
+    await authenticateApiKey(serviceA, other.secret);
+    a.commits.emit('remote', new Set([User.kind]), new Set(), new Set([alteredObject(User.kind, u2.id)]));
+    expect([cached(k2), cached(other)]).toEqual([false, true]);
+    await authenticateApiKey(serviceA, k2.secret);
+    // ...and one that names kinds only (too many objects to name) drops everything of them.
     a.commits.emit('remote', new Set([User.kind]), new Set());
-    expect(cached(k2)).toBe(false);
+    expect([cached(k2), cached(other)]).toEqual([false, false]);
   });
 
   it("does not keep what a lookup read before its user's update committed", async () => {

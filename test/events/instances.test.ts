@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { Principal } from '../../src/auth/principal.js';
 import { createSession, saveSession } from '../../src/auth/session/sessions.js';
 import type { EventSocket } from '../../src/events/hub.js';
@@ -252,6 +252,35 @@ describe.each(backends())('event streams across instances on %s', (backend) => {
         await until((h) => h.updated?.has('APIKey') === true);
         expect((await me()).status).toBe(401);
       } finally {
+        a.store.commits.off('remote', listener);
+      }
+    });
+
+  if (backend === 'postgres')
+    it("a user changed through one instance drops that user's keys on the other, and no one else's", async () => {
+      const heard: (ReadonlySet<string> | undefined)[] = [];
+      const listener = (_u?: ReadonlySet<string>, _c?: ReadonlySet<string>, objects?: ReadonlySet<string>) =>
+        heard.push(objects);
+      a.store.commits.on('remote', listener);
+      const { obj: u1 } = await a.store.create(User, {});
+      const { obj: u2 } = await a.store.create(User, {});
+      const k1 = await createApiKey(a.store, ['user'], u1.id, 'changed user');
+      const k2 = await createApiKey(a.store, ['user'], u2.id, 'bystander');
+      const me = (k: string) => fetch(`${a.url}/users/me`, { headers: { authorization: `Bearer ${k}` } });
+      expect([(await me(k1)).status, (await me(k2)).status]).toEqual([200, 200]); // both cached on A
+      const lookups = vi.spyOn(a.store, 'findByKeyWithRef');
+      try {
+        await b.store.update(User, u1.id, { Disabled: true }, '*');
+        const named = (h: ReadonlySet<string> | undefined) => h?.has(`User ${u1.id}`) === true;
+        const end = Date.now() + 5000;
+        while (!heard.some(named) && Date.now() < end) await new Promise((r) => setTimeout(r, 10));
+        expect(heard.some(named)).toBe(true);
+        // The changed user's key is read again (and refused); the bystander's stays cached.
+        expect((await me(k1)).status).toBe(401);
+        expect((await me(k2)).status).toBe(200);
+        expect(lookups).toHaveBeenCalledTimes(1);
+      } finally {
+        lookups.mockRestore();
         a.store.commits.off('remote', listener);
       }
     });

@@ -8,7 +8,12 @@ import { User } from '../../src/objects/user.js';
 import type { ObjectType } from '../../src/schema/type.js';
 import { type Db, openDb } from '../../src/store/db.js';
 import { migrate } from '../../src/store/migrations.js';
-import { CommitNotifier, LAZY_NOTIFY_MS, readChangeNotice } from '../../src/store/notifier.js';
+import {
+  CommitNotifier,
+  LAZY_NOTIFY_MS,
+  MAX_NOTICE_OBJECTS,
+  readChangeNotice,
+} from '../../src/store/notifier.js';
 import { ObjectStore } from '../../src/store/objects.js';
 import { CHANGES_CHANNEL } from '../../src/store/pgwrite.js';
 import { backends } from '../helpers.js';
@@ -153,7 +158,7 @@ describe.skipIf(!backends().includes('postgres'))('commit notifications on Postg
     );
     await notifier.settled();
     expect(sent.map((p) => readChangeNotice(p))).toEqual([
-      { writer: 'w1', updated: new Set(['User']), created: new Set(['Group']) },
+      { writer: 'w1', updated: new Set(['User']), created: new Set(['Group']), altered: new Set(['User a']) },
     ]);
   });
 
@@ -191,6 +196,7 @@ describe.skipIf(!backends().includes('postgres'))('commit notifications on Postg
       writer: 'w2',
       updated: new Set(['APIKey', 'Group']),
       created: new Set(['Group']),
+      altered: new Set(['APIKey c', 'Group d']),
     });
     expect(answered).toEqual(['a']);
     inFlight.shift()?.();
@@ -225,6 +231,7 @@ describe.skipIf(!backends().includes('postgres'))('commit notifications on Postg
       writer: 'w3',
       updated: new Set(),
       created: new Set(['Group']),
+      altered: new Set(),
     });
     // A prompt write does not wait for the lazy delay, and takes what is pending with it.
     notifier.committed(group('d'), false);
@@ -234,11 +241,56 @@ describe.skipIf(!backends().includes('postgres'))('commit notifications on Postg
       writer: 'w3',
       updated: new Set(['APIKey']),
       created: new Set(['Group']),
+      altered: new Set(['APIKey k']),
     });
     // Shutting down sends what is pending at once.
     notifier.committed(group('e'), false);
     await notifier.settled();
     expect(sent).toHaveLength(3);
+  });
+
+  it('names each object updated or deleted, up to MAX_NOTICE_OBJECTS; past that, kinds only, until the next notice', async () => {
+    const sent: string[] = [];
+    let fail = false;
+    const pool = {
+      query: async (_text: string, values: unknown[]) => {
+        if (fail) {
+          fail = false;
+          throw new Error('Connection terminated unexpectedly');
+        }
+        sent.push(String(values[1]));
+      },
+    };
+    const notifier = new CommitNotifier(pool as unknown as pg.Pool, 'w4');
+    const update = (id: string) => ({
+      type: 'User',
+      id,
+      data: '{}',
+      etag: '"e"',
+      time: 0,
+      object: 'replace' as const,
+    });
+    const many = Array.from({ length: MAX_NOTICE_OBJECTS }, (_, i) => update(`u${i}`));
+    // Exactly the limit: every object named, and no creation among them.
+    await notifier.committed([...many, { ...update('new'), object: 'insert' }], true);
+    expect(readChangeNotice(sent[0] ?? '')?.altered).toEqual(new Set(many.map((c) => `User ${c.id}`)));
+    // One more: the notice names kinds only, which makes every cache of those kinds drop all.
+    await notifier.committed([...many, update('one-more')], true);
+    expect(readChangeNotice(sent[1] ?? '')).toEqual({
+      writer: 'w4',
+      updated: new Set(['User']),
+      created: new Set(),
+    });
+    // A lost notice that named too many is not followed by one that names a few.
+    fail = true;
+    await notifier.committed([...many, update('again')], true);
+    await notifier.committed([{ type: 'APIKey', id: 'k', data: null, etag: '"e"', time: 0 }], true);
+    expect(readChangeNotice(sent[2] ?? '')?.altered).toBeUndefined();
+    expect(readChangeNotice(sent[2] ?? '')?.updated).toEqual(new Set(['User', 'APIKey']));
+    // The next notice starts naming again; a notice without `o` (an older instance's) reads as unnamed.
+    await notifier.committed([update('u1')], true);
+    expect(readChangeNotice(sent[3] ?? '')?.altered).toEqual(new Set(['User u1']));
+    expect(readChangeNotice(JSON.stringify({ w: 'x', u: ['User'], c: [] }))?.altered).toBeUndefined();
   });
 
   it('the store tells other instances before answering exactly the writes they cache: keys and users changed, scripts and the tenant', async () => {
