@@ -14,11 +14,11 @@ import { principalOf } from './objects.js';
  * audit keys with the list options of objects.
  */
 export function registerAuditRoutes(app: FastifyInstance, ctx: ServiceContext) {
-  const trail = new AuditBatch(ctx.db, auditEventsOf(ctx));
+  const events = auditEventsOf(ctx);
+  const trail = new AuditBatch(ctx.db, events);
   // Before the answer leaves: a client that got its answer finds the entry listed. Most
   // requests are reads that nobody refused: those pass on at once, without a promise; a recorded
   // one answers once its entry is written (the answer waits for the promise returned).
-  const events = auditEventsOf(ctx);
   app.answers.beforeSend((req, reply) => {
     // Writes, and every request the policy refused (reads too: a denial is worth a line).
     const route = req.routeOptions.url;

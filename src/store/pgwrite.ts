@@ -121,12 +121,20 @@ function auditedMany(changes: readonly PendingChange[]) {
     )`;
 }
 
-/** The audit row a change carries, as a CTE of a one-change statement (or nothing). */
-const auditedOne = (c: PendingChange) =>
-  c.audit
-    ? sql`, audited AS (INSERT INTO audit_trail (type, id, data, time)
-        VALUES (${c.audit.type}, ${c.audit.id}, ${c.audit.data}, ${c.audit.time}))`
-    : sql``;
+/**
+ * The INSERT of one write's audit row, for a CTE of the write's own statement: of the values given,
+ * or with `onlyIfReplaced` once per row of the statement's `replaced` CTE (the conditional update:
+ * no row replaced, no entry).
+ */
+const auditInsert = (r: AuditRow, onlyIfReplaced = false) =>
+  onlyIfReplaced
+    ? sql`INSERT INTO audit_trail (type, id, data, time)
+        SELECT ${r.type}::text, ${r.id}::text, ${r.data}::text, ${r.time}::int8 FROM replaced`
+    : sql`INSERT INTO audit_trail (type, id, data, time) VALUES (${r.type}, ${r.id}, ${r.data}, ${r.time})`;
+
+/** The audit row a change carries, as a further CTE of a one-change statement (or nothing). */
+const auditedOne = (c: PendingChange, onlyIfReplaced = false) =>
+  c.audit ? sql`, audited AS (${auditInsert(c.audit, onlyIfReplaced)})` : sql``;
 
 /** The change-log row of a write with one change. */
 const changeRow = (c: PendingChange) => sql`INSERT INTO changes (type, id, data, etag, time)
@@ -166,9 +174,7 @@ export function oneChangeStatement(c: PendingChange) {
       WHERE type = ${c.type} AND id = ${c.id}
       RETURNING ${xid}`;
   if (c.audit)
-    return sql<{ xid: string }>`WITH audited AS (INSERT INTO audit_trail (type, id, data, time)
-        VALUES (${c.audit.type}, ${c.audit.id}, ${c.audit.data}, ${c.audit.time}))
-      ${changeRow(c)} RETURNING ${xid}`;
+    return sql<{ xid: string }>`WITH audited AS (${auditInsert(c.audit)}) ${changeRow(c)} RETURNING ${xid}`;
   return sql<{ xid: string }>`${changeRow(c)} RETURNING ${xid}`;
 }
 
@@ -185,14 +191,7 @@ export function replaceIfUnchangedStatement(c: PendingChange, readEtag: string) 
     ), appended AS (
       INSERT INTO changes (type, id, data, etag, time)
       SELECT ${c.type}::text, ${c.id}::text, ${c.data}::text, ${c.etag}::text, ${c.time}::int8 FROM replaced
-    )${
-      c.audit
-        ? sql`, audited AS (
-      INSERT INTO audit_trail (type, id, data, time)
-      SELECT ${c.audit.type}::text, ${c.audit.id}::text, ${c.audit.data}::text, ${c.audit.time}::int8 FROM replaced
-    )`
-        : sql``
-    }
+    )${auditedOne(c, true)}
     SELECT pg_current_xact_id()::text AS xid FROM replaced`;
 }
 
