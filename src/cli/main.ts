@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 import { readFileSync } from 'node:fs';
+import { setFlagsFromString } from 'node:v8';
 import { Command, Option } from 'commander';
 import { ConfigError, loadServiceConfig, serverSection, unknownServiceEnv } from '../config/index.js';
 import { proxyFlagSettings } from '../config/proxy.js';
@@ -7,6 +8,15 @@ import type { Setting } from '../config/setting.js';
 
 // Every command loads its program only when it runs (dynamic imports below): `gatehouse proxy` must
 // not load the service (Fastify, Kysely, the database drivers), as test/structure/modules.test.ts checks.
+
+// No allocation-site pretenuring, set before any command loads its program. V8 watches where
+// objects that survive two young-generation collections were made and, past a ratio, makes that
+// place allocate straight in the old generation. A server's per-request objects outlive a
+// collection or two under load and die soon after; when a start-up happened to tip a site over,
+// the process stayed for good with requests' objects in the old generation: scavenges 16 times
+// slower, a major collection every second, and GET /users/:id at half its rate (docs/benchmarks.md,
+// "A GET at two speeds"). Which processes it hit was chance; without it none was.
+setFlagsFromString('--no-allocation-site-pretenuring');
 
 /**
  * package.json's version (src/cli/ and dist/cli/ are both two levels below package.json). A build

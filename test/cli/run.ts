@@ -22,9 +22,14 @@ export interface Served {
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
-/** Starts `gatehouse serve` and resolves once it logs the address it listens on. */
-export function serve(args: string[], env: NodeJS.ProcessEnv = {}): Promise<Served> {
-  const proc = spawn(process.execPath, [CLI, 'serve', ...args], { env: { ...process.env, ...env } });
+/**
+ * Starts `gatehouse serve` and resolves once it logs the address it listens on. `nodeArgs` go to
+ * Node.js before the CLI (V8's tracing options, say).
+ */
+export function serve(args: string[], env: NodeJS.ProcessEnv = {}, nodeArgs: string[] = []): Promise<Served> {
+  const proc = spawn(process.execPath, [...nodeArgs, CLI, 'serve', ...args], {
+    env: { ...process.env, ...env },
+  });
   let out = '';
   let err = '';
   const exited = new Promise<number | null>((resolve) => proc.on('exit', (code) => resolve(code)));
