@@ -33,6 +33,28 @@ interface Heard {
   readable?: number;
 }
 
+/** A pool whose queries record each NOTIFY's payload in `sent`; after failNext(), the next one fails as a lost connection. */
+function recordingPool() {
+  const sent: string[] = [];
+  let fail = false;
+  const pool = {
+    query: async (_text: string, values: unknown[]) => {
+      if (fail) {
+        fail = false;
+        throw new Error('Connection terminated unexpectedly');
+      }
+      sent.push(String(values[1]));
+    },
+  };
+  return {
+    pool: pool as unknown as pg.Pool,
+    sent,
+    failNext: () => {
+      fail = true;
+    },
+  };
+}
+
 describe.skipIf(!backends().includes('postgres'))('commit notifications on PostgreSQL', () => {
   let url = '';
   let drop: () => Promise<void>;
@@ -137,18 +159,9 @@ describe.skipIf(!backends().includes('postgres'))('commit notifications on Postg
   });
 
   it('a notification that cannot be sent leaves the notifier working: the next write is announced, with what the lost one named', async () => {
-    const sent: string[] = [];
-    let fail = true;
-    const pool = {
-      query: async (_text: string, values: unknown[]) => {
-        if (fail) {
-          fail = false;
-          throw new Error('Connection terminated unexpectedly');
-        }
-        sent.push(String(values[1]));
-      },
-    };
-    const notifier = new CommitNotifier(pool as unknown as pg.Pool, 'w1');
+    const { pool, sent, failNext } = recordingPool();
+    failNext();
+    const notifier = new CommitNotifier(pool, 'w1');
     notifier.committed([{ type: 'User', id: 'a', data: null, etag: '"e"', time: 0 }], true);
     await notifier.settled();
     expect(sent).toEqual([]);
@@ -250,18 +263,8 @@ describe.skipIf(!backends().includes('postgres'))('commit notifications on Postg
   });
 
   it('names each object updated or deleted, up to MAX_NOTICE_OBJECTS; past that, kinds only, until the next notice', async () => {
-    const sent: string[] = [];
-    let fail = false;
-    const pool = {
-      query: async (_text: string, values: unknown[]) => {
-        if (fail) {
-          fail = false;
-          throw new Error('Connection terminated unexpectedly');
-        }
-        sent.push(String(values[1]));
-      },
-    };
-    const notifier = new CommitNotifier(pool as unknown as pg.Pool, 'w4');
+    const { pool, sent, failNext } = recordingPool();
+    const notifier = new CommitNotifier(pool, 'w4');
     const update = (id: string) => ({
       type: 'User',
       id,
@@ -282,7 +285,7 @@ describe.skipIf(!backends().includes('postgres'))('commit notifications on Postg
       created: new Set(),
     });
     // A lost notice that named too many is not followed by one that names a few.
-    fail = true;
+    failNext();
     await notifier.committed([...many, update('again')], true);
     await notifier.committed([{ type: 'APIKey', id: 'k', data: null, etag: '"e"', time: 0 }], true);
     expect(readChangeNotice(sent[2] ?? '')?.altered).toBeUndefined();
