@@ -52,14 +52,14 @@ export const groupSettings = (doc: Doc): GroupSettings => ({
 });
 
 /**
- * Now, as stored timestamps are: RFC 3339 UTC, whole seconds (normalizeTimestamp's form). A year of
- * four digits prints as `YYYY-MM-DDTHH:MM:SS.sssZ`, whose first 19 characters are the second the
- * instant falls in; any other year takes normalizeTimestamp's path. Every write stamps its audit
- * entry with this, so it skips the parse.
+ * Now, as stored timestamps are: RFC 3339 UTC, whole seconds (normalizeTimestamp's form). A year
+ * from 1000 to 9999 prints as `YYYY-MM-DDTHH:MM:SS.sssZ`, whose first 19 characters are the second
+ * the instant falls in; any other year takes normalizeTimestamp's path. Every write stamps its
+ * audit entry with this, so it skips the parse.
  */
 export const nowStamp = (ms = Date.now()): string => {
   const iso = new Date(ms).toISOString();
-  return iso.length === 24 ? `${iso.slice(0, 19)}Z` : (normalizeTimestamp(iso) as string);
+  return iso.length === 24 && iso[0] !== '0' ? `${iso.slice(0, 19)}Z` : (normalizeTimestamp(iso) as string);
 };
 
 /** The state of a stored membership doc; a missing doc (or a leftover "removed") is none. */
