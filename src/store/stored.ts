@@ -28,7 +28,7 @@ const ID_RANDOM_CHARS = 11;
  * earlier ones, so a new row goes at the right-hand end of every index keyed by ID (the objects'
  * primary key, the list indexes' tie-breaker, the audit trail's ID) instead of a random page of
  * each: a group of writes dirties a few pages rather than one per row per index, and SQLite's
- * POST /users rose by about half (docs/decisions.md, "IDs begin with their creation time"). The
+ * POST /users rose by about two fifths (docs/decisions.md, "IDs begin with their creation time"). The
  * time is no secret: X-Create-Time gives it to whoever can read the object, and an App that sees a
  * user's ID learns when the account was made (docs/security.md). IDs are never credentials.
  */
