@@ -16,10 +16,22 @@ import { type Instance, startInstance } from './instance.js';
  *   close 4009) and a new subscription's snapshot holds everything.
  */
 
-/** Makes the instance's change-log reads fail until the returned function is called. */
-function failReads(store: ObjectStore): () => void {
+/**
+ * Makes the instance's change-log reads fail until the returned function is called; resolves once
+ * a read has failed. The tailer reads one batch at a time, so from then on no read begun earlier
+ * (a poll already waiting for its rows) can still deliver changes written after this.
+ */
+async function failReads(store: ObjectStore): Promise<() => void> {
   const real = store.changesAfter.bind(store);
-  store.changesAfter = () => Promise.reject(new Error('connection terminated (simulated)'));
+  let failed = () => {};
+  const once = new Promise<void>((resolve) => {
+    failed = resolve;
+  });
+  store.changesAfter = () => {
+    failed();
+    return Promise.reject(new Error('connection terminated (simulated)'));
+  };
+  await once;
   return () => {
     store.changesAfter = real;
   };
@@ -62,7 +74,7 @@ describe.each(backends())('event stream after the tailer fell behind, on %s', (b
   it('catches up from the change log: every change written meanwhile arrives once, in order', async () => {
     const { c } = await subscribe();
     const n0 = c.frames.length;
-    const restore = failReads(reader.store);
+    const restore = await failReads(reader.store);
     const ids: string[] = [];
     for (let i = 0; i < 20; i++) ids.push((await writer.store.create(Group, { Name: `during ${i}` })).obj.id);
     await new Promise((r) => setTimeout(r, 400));
@@ -79,7 +91,7 @@ describe.each(backends())('event stream after the tailer fell behind, on %s', (b
   it('tells subscribers to resync when changes were pruned before they were read', async () => {
     const { c } = await subscribe();
     const n0 = c.frames.length;
-    const restore = failReads(reader.store);
+    const restore = await failReads(reader.store);
     const ids: string[] = [];
     for (let i = 0; i < 20; i++) ids.push((await writer.store.create(Group, { Name: `lost ${i}` })).obj.id);
     // A retention of "now": everything but the newest row goes.
