@@ -6,7 +6,8 @@
  * resubscribes; the fresh snapshot replaces what was held.
  */
 import { useEffect, useState } from 'preact/hooks';
-import { call, type Doc, signInAgain } from './api.js';
+import { call, type Doc, type Reply, seg, signInAgain } from './api.js';
+import { navigate } from './ui.js';
 
 interface KindState {
   items: Map<string, Doc>;
@@ -137,6 +138,16 @@ class LiveStream {
 
 // module-state: one event stream per console page, shared by every view.
 export const live = new LiveStream();
+
+/**
+ * Opens the view of an object just created of `kind`, from the answer `r` to its POST on
+ * /`collection`, once the stream holds it (LiveStream.arrival): every create view goes this way.
+ */
+export async function openCreated(kind: string, collection: string, r: Reply): Promise<void> {
+  const id = r.headers.get('x-id') ?? '';
+  await live.arrival(kind, id);
+  navigate(`/console/${collection}/${seg(id)}`);
+}
 
 export interface LiveList {
   items: Doc[];

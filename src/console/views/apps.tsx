@@ -6,7 +6,7 @@ import { useState } from 'preact/hooks';
 import { call, type Doc, explain, seg } from '../api.js';
 import { ObjectEditor } from '../editor.js';
 import { APP_FIELDS } from '../fields.js';
-import { live, useLive } from '../live.js';
+import { openCreated, useLive } from '../live.js';
 import { Badge, confirmAction, Heading, Link, Modal, type Note, Notice, navigate } from '../ui.js';
 import { deleteObject } from './user.js';
 
@@ -22,9 +22,7 @@ export function AppsView() {
         json: { Name: String(f.get('name')), URL: String(f.get('url') ?? '') },
       });
       setCreating(false);
-      const id = r.headers.get('x-id') ?? '';
-      await live.arrival('App', id);
-      navigate(`/console/apps/${seg(id)}`);
+      await openCreated('App', 'apps', r);
     } catch (err) {
       setNote({ kind: 'error', text: explain(err) });
     }

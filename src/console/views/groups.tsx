@@ -6,7 +6,7 @@ import { useState } from 'preact/hooks';
 import { call, type Doc, explain, seg } from '../api.js';
 import { ObjectEditor } from '../editor.js';
 import { GROUP_FIELDS } from '../fields.js';
-import { live, useLive } from '../live.js';
+import { openCreated, useLive } from '../live.js';
 import {
   Badge,
   confirmAction,
@@ -145,9 +145,7 @@ export function GroupsView() {
         json: { Name: String(f.get('name')), Description: String(f.get('description') ?? '') },
       });
       setCreating(false);
-      const id = r.headers.get('x-id') ?? '';
-      await live.arrival('Group', id);
-      navigate(`/console/groups/${seg(id)}`);
+      await openCreated('Group', 'groups', r);
     } catch (err) {
       setNote({ kind: 'error', text: explain(err) });
     }

@@ -3,7 +3,7 @@ import { useRef, useState } from 'preact/hooks';
 import { call, type Doc, explain, seg } from '../api.js';
 import { ObjectEditor } from '../editor.js';
 import { SCRIPT_FIELDS } from '../fields.js';
-import { live, useLive } from '../live.js';
+import { openCreated, useLive } from '../live.js';
 import { Badge, confirmAction, Heading, Link, type Note, Notice, navigate, when } from '../ui.js';
 import { deleteObject } from './user.js';
 
@@ -15,9 +15,7 @@ export function ScriptsView() {
       const r = await call('POST', '/scripts', {
         json: { Name: 'New script', Source: 'function hook(input) {\n  return {};\n}\n', Tests: '[]' },
       });
-      const id = r.headers.get('x-id') ?? '';
-      await live.arrival('Script', id);
-      navigate(`/console/scripts/${seg(id)}`);
+      await openCreated('Script', 'scripts', r);
     } catch (err) {
       setNote({ kind: 'error', text: explain(err) });
     }
