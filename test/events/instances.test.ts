@@ -9,6 +9,7 @@ import { Group } from '../../src/objects/group.js';
 import { User } from '../../src/objects/user.js';
 import { bootstrap, createApiKey } from '../../src/service/bootstrap.js';
 import type { Db } from '../../src/store/db.js';
+import { alteredObject } from '../../src/store/objects.js';
 import { backends, freshLocation } from '../helpers.js';
 import { EventClient, FakeSocket } from './client.js';
 import { type Instance, startInstance } from './instance.js';
@@ -224,19 +225,38 @@ describe.each(backends())('event streams across instances on %s', (backend) => {
       }
     });
 
-  // LISTEN/NOTIFY across instances exists only on PostgreSQL: registered for it alone.
-  if (backend === 'postgres')
-    it("a key deleted through one instance is refused by the other at once, not at its cache's end", async () => {
-      // What A hears of B's writes: the kinds each updated or deleted, and created.
-      const heard: { updated?: ReadonlySet<string>; created?: ReadonlySet<string> }[] = [];
-      const listener = (updated?: ReadonlySet<string>, created?: ReadonlySet<string>) =>
-        heard.push({ updated, created });
-      a.store.commits.on('remote', listener);
-      const until = async (what: (h: (typeof heard)[number]) => boolean) => {
+  /**
+   * What instance A hears of the other instances' commits (the store's 'remote' event): the kinds
+   * each updated or deleted, the kinds it created, and the objects it updated or deleted.
+   * `until` waits up to 5 s for a notice to match; `stop` stops listening.
+   */
+  function hearRemote() {
+    type Heard = {
+      updated?: ReadonlySet<string>;
+      created?: ReadonlySet<string>;
+      objects?: ReadonlySet<string>;
+    };
+    const heard: Heard[] = [];
+    const listener = (
+      updated?: ReadonlySet<string>,
+      created?: ReadonlySet<string>,
+      objects?: ReadonlySet<string>,
+    ) => heard.push({ updated, created, objects });
+    a.store.commits.on('remote', listener);
+    return {
+      until: async (what: (h: Heard) => boolean) => {
         const end = Date.now() + 5000;
         while (!heard.some(what) && Date.now() < end) await new Promise((r) => setTimeout(r, 10));
         expect(heard.some(what)).toBe(true);
-      };
+      },
+      stop: () => a.store.commits.off('remote', listener),
+    };
+  }
+
+  // LISTEN/NOTIFY across instances exists only on PostgreSQL: registered for it alone.
+  if (backend === 'postgres')
+    it("a key deleted through one instance is refused by the other at once, not at its cache's end", async () => {
+      const { until, stop } = hearRemote();
       try {
         const { obj: user } = await a.store.create(User, {});
         const k = await createApiKey(a.store, ['user'], user.id, 'short-lived');
@@ -252,16 +272,13 @@ describe.each(backends())('event streams across instances on %s', (backend) => {
         await until((h) => h.updated?.has('APIKey') === true);
         expect((await me()).status).toBe(401);
       } finally {
-        a.store.commits.off('remote', listener);
+        stop();
       }
     });
 
   if (backend === 'postgres')
     it("a user changed through one instance drops that user's keys on the other, and no one else's", async () => {
-      const heard: (ReadonlySet<string> | undefined)[] = [];
-      const listener = (_u?: ReadonlySet<string>, _c?: ReadonlySet<string>, objects?: ReadonlySet<string>) =>
-        heard.push(objects);
-      a.store.commits.on('remote', listener);
+      const { until, stop } = hearRemote();
       const { obj: u1 } = await a.store.create(User, {});
       const { obj: u2 } = await a.store.create(User, {});
       const k1 = await createApiKey(a.store, ['user'], u1.id, 'changed user');
@@ -271,17 +288,14 @@ describe.each(backends())('event streams across instances on %s', (backend) => {
       const lookups = vi.spyOn(a.store, 'findByKeyWithRef');
       try {
         await b.store.update(User, u1.id, { Disabled: true }, '*');
-        const named = (h: ReadonlySet<string> | undefined) => h?.has(`User ${u1.id}`) === true;
-        const end = Date.now() + 5000;
-        while (!heard.some(named) && Date.now() < end) await new Promise((r) => setTimeout(r, 10));
-        expect(heard.some(named)).toBe(true);
+        await until((h) => h.objects?.has(alteredObject(User.kind, u1.id)) === true);
         // The changed user's key is read again (and refused); the bystander's stays cached.
         expect((await me(k1)).status).toBe(401);
         expect((await me(k2)).status).toBe(200);
         expect(lookups).toHaveBeenCalledTimes(1);
       } finally {
         lookups.mockRestore();
-        a.store.commits.off('remote', listener);
+        stop();
       }
     });
 
