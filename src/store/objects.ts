@@ -37,7 +37,7 @@ import {
   toStoredWithSecret,
 } from './stored.js';
 import { allWritable, checkRefs, keysOf, prepare, writeKeys } from './typerules.js';
-import { WriteBatches } from './writebatch.js';
+import { staleSnapshot, WriteBatches } from './writebatch.js';
 
 export type { ListPage } from './listquery.js';
 export { CHANGES_CHANNEL } from './pgwrite.js';
@@ -526,12 +526,23 @@ export class ObjectStore {
   }
 
   /**
-   * Runs `fn` in a write transaction. On PostgreSQL `fn` may run more than once (a lost race on a
-   * row lock or a unique key runs it again, see pgwrite.ts): it must do nothing outside `tx`
-   * that a second run would repeat wrongly.
+   * Runs `fn` in a write transaction. `fn` may run more than once (on PostgreSQL a lost race on a
+   * row lock or a unique key runs it again, see pgwrite.ts; on SQLite a snapshot another process
+   * made stale, see writebatch.ts): it must do nothing outside `tx` that a second run would
+   * repeat wrongly.
    */
   private async write<T>(fn: (tx: Tx) => Promise<T>, audit?: () => AuditRow): Promise<T> {
-    if (!this.concurrent) return this.writeOnce(fn, false, audit);
+    if (!this.concurrent) {
+      // Another process (the CLI) committed between this write's first read and its first write:
+      // run it again on what is committed now (writebatch.ts, staleSnapshot).
+      for (let attempt = 1; ; attempt++) {
+        try {
+          return await this.writeOnce(fn, false, audit);
+        } catch (err) {
+          if (!staleSnapshot(err) || attempt >= WRITE_ATTEMPTS) throw err;
+        }
+      }
+    }
     for (let attempt = 1; ; attempt++) {
       try {
         // Only a first attempt reads unlocked: a rerun locks, so a write always gets through.

@@ -513,7 +513,10 @@ async function loneStatementCommitted(
   }
 }
 
-/** Times a PostgreSQL write is tried when it lost a race it can win by running again. */
+/**
+ * Times a write is tried when it lost a race it can win by running again (on SQLite: a snapshot
+ * another process made stale, writebatch.ts).
+ */
 export const WRITE_ATTEMPTS = 4;
 
 /**

@@ -66,6 +66,11 @@ export class WriteBatches {
           // too. They are told so now, and the writes after this one start a new batch.
           await this.finish(batch, undoErr);
         }
+        // Another process committed since this transaction's first read: no write of it can
+        // proceed on that snapshot. It has written nothing (the first write takes the lock that
+        // keeps other writers out), so the writes before this one stand as they are, and it ends
+        // now: the writes after this one, and this one run again (staleSnapshot), start afresh.
+        if (staleSnapshot(err)) await this.finish(batch);
         throw err;
       }
       this.running = false;
@@ -142,4 +147,13 @@ export class WriteBatches {
       .catch(() => {});
     batch.end(lost);
   }
+}
+
+/**
+ * SQLITE_BUSY_SNAPSHOT: a write met a snapshot another process's commit made stale (WAL mode; a
+ * transaction that read before it wrote). No busy timeout waits it out, but the write can run
+ * again in a new transaction, which reads what that process committed.
+ */
+export function staleSnapshot(err: unknown): boolean {
+  return (err as { code?: unknown } | null)?.code === 'SQLITE_BUSY_SNAPSHOT';
 }

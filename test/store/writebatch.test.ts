@@ -1,10 +1,11 @@
+import SQLite from 'better-sqlite3';
 import fc from 'fast-check';
 import { type Kysely, sql } from 'kysely';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ApiError } from '../../src/core/errors.js';
 import { Group } from '../../src/objects/group.js';
 import type { Database, Db } from '../../src/store/db.js';
-import { WriteBatches } from '../../src/store/writebatch.js';
+import { staleSnapshot, WriteBatches } from '../../src/store/writebatch.js';
 import { freshStore, readLog } from '../helpers.js';
 
 /*
@@ -152,6 +153,30 @@ describe('SQLite writes of one turn share a transaction', () => {
     ]);
     expect(results.map((r) => r.status)).toEqual(['rejected', 'rejected', 'fulfilled']);
     expect(committed()).toEqual(['after']);
+  });
+
+  it('ends a batch whose snapshot another process made stale: the writes before stand, those after start afresh', async () => {
+    await batches.run(put('old'));
+    // Another process on the same file (the CLI), which waits for no lock at all.
+    const other = new SQLite(db.describe.replace(/^sqlite /, ''));
+    other.pragma('busy_timeout = 0');
+    try {
+      const results = await Promise.allSettled([
+        // Reads only: it takes no lock, so the other process can commit after it.
+        batches.run((tx) => sql`SELECT count(*) AS n FROM t`.execute(tx)),
+        batches.run(async (tx) => {
+          other.exec(`INSERT INTO t (k) VALUES ('other')`);
+          await put('stale')(tx);
+        }),
+        batches.run(put('after')),
+      ]);
+      expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+      expect(staleSnapshot((results[1] as PromiseRejectedResult).reason)).toBe(true);
+      expect(counter.began).toBe(3);
+      expect(committed()).toEqual(['after', 'old', 'other']);
+    } finally {
+      other.close();
+    }
   });
 
   it('lets reads outside the batch go on at once, seeing only what is committed', async () => {
