@@ -3,7 +3,7 @@
  * App and Group Name) are what people find and sort a list by; without an index, a list ordered by
  * one of them read and sorted every object of the type for each page (on SQLite on the event loop,
  * so every other request waited). Each index is partial, on one type, and its expression is the
- * list query's own (`fieldExpr` in listquery.ts; test/store/listindex.test.ts checks the plans).
+ * list query's own (`fieldExpr` in listread.ts; test/store/listindex.test.ts checks the plans).
  * An index added later goes at the end, with the migration that creates it.
  */
 export interface ListIndex {

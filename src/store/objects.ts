@@ -12,7 +12,8 @@ import { type Doc, normalize } from '../schema/fields.js';
 import type { Actor, ObjectType } from '../schema/type.js';
 import type { AuditRow, AuditRowFor } from './auditrow.js';
 import type { Database, Db } from './db.js';
-import { type ListPage, type ListQuery, listObjects } from './listquery.js';
+import type { ListQuery } from './listquery.js';
+import { type ListPage, listObjects } from './listread.js';
 import { NamedLocks } from './locks.js';
 import { isAfter, LOG_START, type LogPosition } from './logposition.js';
 import { alteredObject, CommitNotifier } from './notifier.js';
@@ -39,7 +40,7 @@ import {
 import { allWritable, checkRefs, keysOf, prepare, writeKeys } from './typerules.js';
 import { staleSnapshot, WriteBatches } from './writebatch.js';
 
-export type { ListPage } from './listquery.js';
+export type { ListPage } from './listread.js';
 export { CHANGES_CHANNEL } from './pgwrite.js';
 export { etagMatches, newId, type StoredObject } from './stored.js';
 
