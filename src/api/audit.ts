@@ -29,6 +29,13 @@ export function registerAuditRoutes(app: FastifyInstance, ctx: ServiceContext) {
       events.emit('recorded');
       return;
     }
+    // The database could not serve the request: its answer does not wait for the entry too (on
+    // SQLite under another process's lock that would be a second busy timeout); the entry is
+    // written once the database takes it.
+    if (reply.statusCode === 503) {
+      void record(req, reply);
+      return;
+    }
     return record(req, reply);
   });
   const record = async (req: FastifyRequest, reply: FastifyReply) => {

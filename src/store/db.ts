@@ -134,6 +134,12 @@ export const QUERY_TIMEOUT_MS = 10_000;
 export const QUERY_TIMEOUT_MESSAGE = 'Query read timeout';
 
 /**
+ * How long a SQLite statement waits for another process's write lock before it fails (and the
+ * request is answered 503); a write that cannot wait in SQLite itself polls as long (writebatch.ts).
+ */
+export const SQLITE_BUSY_TIMEOUT_MS = 5000;
+
+/**
  * Closes the connection after a statement that leaves it unusable: what follows on it fails at
  * once, and the pool discards it when it is handed back (Kysely hands its connections back
  * without the error; pool.query discards one whose statement failed by itself):
@@ -219,7 +225,7 @@ export function openDb(
   // WAL lets readers run beside the writer; NORMAL sync is durable across process crashes.
   const wal = sqlite.pragma('journal_mode = WAL', { simple: true }) === 'wal';
   sqlite.pragma('synchronous = NORMAL');
-  sqlite.pragma('busy_timeout = 5000');
+  sqlite.pragma(`busy_timeout = ${SQLITE_BUSY_TIMEOUT_MS}`);
   sqlite.pragma('foreign_keys = ON');
   sqlite.pragma(`cache_size = -${SQLITE_CACHE_KIB}`);
   const writer = cachingStatements(sqlite);
@@ -236,7 +242,7 @@ export function openDb(
   if (location === ':memory:') return { ...base, close: () => kysely.destroy() };
   // A second connection for reads: in WAL mode it sees committed data only.
   const reader = new SQLite(location);
-  reader.pragma('busy_timeout = 5000');
+  reader.pragma(`busy_timeout = ${SQLITE_BUSY_TIMEOUT_MS}`);
   reader.pragma(`cache_size = -${SQLITE_CACHE_KIB}`);
   const statements = cachingStatements(reader);
   const readSync = <R>(text: string, parameters: readonly unknown[]) =>

@@ -1,17 +1,18 @@
 // Why ~760 lines: ObjectStore's reads and writes share private machinery (the compiled-SQL cache
 // and its synchronous SQLite reader, the write transaction with its row locks and 'commit' event,
 // the change-log append that gives every write its ETag); splitting reads from writes would make
-// it public across files. What a stored object is (stored.ts), the list SQL (listquery.ts), what
+// it public across files. What a stored object is (stored.ts), the list SQL (listread.ts), what
 // a write takes from its type's declaration (typerules.ts) and how PostgreSQL writers run side by
 // side (pgwrite.ts) stand apart.
 import { randomBytes, randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { type Compilable, CompiledQuery, type Kysely, sql, type Transaction } from 'kysely';
 import { ApiError } from '../core/errors.js';
 import { type Doc, normalize } from '../schema/fields.js';
 import type { Actor, ObjectType } from '../schema/type.js';
 import type { AuditRow, AuditRowFor } from './auditrow.js';
-import type { Database, Db } from './db.js';
+import { type Database, type Db, SQLITE_BUSY_TIMEOUT_MS } from './db.js';
 import type { ListQuery } from './listquery.js';
 import { type ListPage, listObjects } from './listread.js';
 import { NamedLocks } from './locks.js';
@@ -528,19 +529,22 @@ export class ObjectStore {
 
   /**
    * Runs `fn` in a write transaction. `fn` may run more than once (on PostgreSQL a lost race on a
-   * row lock or a unique key runs it again, see pgwrite.ts; on SQLite a snapshot another process
-   * made stale, see writebatch.ts): it must do nothing outside `tx` that a second run would
-   * repeat wrongly.
+   * row lock or a unique key runs it again, see pgwrite.ts; on SQLite another process's write,
+   * see writebatch.ts): it must do nothing outside `tx` that a second run would repeat wrongly.
    */
   private async write<T>(fn: (tx: Tx) => Promise<T>, audit?: () => AuditRow): Promise<T> {
     if (!this.concurrent) {
-      // Another process (the CLI) committed between this write's first read and its first write:
-      // run it again on what is committed now (writebatch.ts, staleSnapshot).
+      // Another process (the CLI) wrote while this write ran (writebatch.ts, metAnotherWriter): it
+      // runs again on what is committed now, at once after a first stale snapshot, else after a
+      // growing pause; so it polls, without blocking the event loop, while that process holds the
+      // write lock or keeps committing, as long as SQLite's busy timeout would have waited.
+      const until = Date.now() + SQLITE_BUSY_TIMEOUT_MS;
       for (let attempt = 1; ; attempt++) {
         try {
           return await this.writeOnce(fn, false, audit);
         } catch (err) {
-          if (!staleSnapshot(err) || attempt >= WRITE_ATTEMPTS) throw err;
+          if (!this.batches?.metAnotherWriter(err) || Date.now() >= until) throw err;
+          if (attempt > 1 || !staleSnapshot(err)) await sleep(Math.min(2 ** attempt, 100));
         }
       }
     }

@@ -513,10 +513,7 @@ async function loneStatementCommitted(
   }
 }
 
-/**
- * Times a write is tried when it lost a race it can win by running again (on SQLite: a snapshot
- * another process made stale, writebatch.ts).
- */
+/** Times a PostgreSQL write is tried when it lost a race it can win by running again. */
 export const WRITE_ATTEMPTS = 4;
 
 /**

@@ -1,5 +1,5 @@
 import type { ControlledTransaction, Transaction } from 'kysely';
-import type { Database, Db } from './db.js';
+import { type Database, type Db, SQLITE_BUSY_TIMEOUT_MS } from './db.js';
 
 interface Batch {
   trx: ControlledTransaction<Database>;
@@ -30,6 +30,17 @@ export class WriteBatches {
 
   constructor(private readonly db: Db & Required<Pick<Db, 'writeSync'>>) {}
 
+  /** Errors of writes that met another process's write and may run again in a new transaction. */
+  private readonly runAgain = new WeakSet<object>();
+
+  /**
+   * Whether a write failed because another process wrote (staleSnapshot, or its write lock met
+   * without waiting), having written nothing: it may run again in a new transaction.
+   */
+  metAnotherWriter(err: unknown): boolean {
+    return typeof err === 'object' && err !== null && this.runAgain.has(err);
+  }
+
   /** True for the open batch's transaction while a write runs in it: its statements may run at once (Db.writeSync). */
   holds(tx: unknown): boolean {
     return this.running && tx === this.open?.trx;
@@ -54,6 +65,7 @@ export class WriteBatches {
       batch = this.open ?? (await this.begin());
       this.exec('SAVEPOINT write');
       this.running = true;
+      const began = performance.now();
       try {
         result = await fn(batch.trx);
       } catch (err) {
@@ -66,11 +78,16 @@ export class WriteBatches {
           // too. They are told so now, and the writes after this one start a new batch.
           await this.finish(batch, undoErr);
         }
-        // Another process committed since this transaction's first read: no write of it can
-        // proceed on that snapshot. It has written nothing (the first write takes the lock that
-        // keeps other writers out), so the writes before this one stand as they are, and it ends
-        // now: the writes after this one, and this one run again (staleSnapshot), start afresh.
-        if (staleSnapshot(err)) await this.finish(batch);
+        // Another process writes: it committed since this transaction's first read (no write of
+        // it can proceed on that snapshot), or it holds the write lock, which a transaction that
+        // has read may not wait for inside SQLite (it would only meet a stale snapshot after). The
+        // transaction has written nothing (its first write would have taken that lock), so the
+        // writes before this one stand as they are, and it ends now: the writes after this one,
+        // and this one run again (ObjectStore.write), start afresh.
+        if (staleSnapshot(err) || lockedWithoutWaiting(err, performance.now() - began)) {
+          this.runAgain.add(err as object);
+          await this.finish(batch);
+        }
         throw err;
       }
       this.running = false;
@@ -156,4 +173,14 @@ export class WriteBatches {
  */
 export function staleSnapshot(err: unknown): boolean {
   return (err as { code?: unknown } | null)?.code === 'SQLITE_BUSY_SNAPSHOT';
+}
+
+/**
+ * SQLITE_BUSY sooner than the busy timeout: SQLite did not wait for the other process's write lock,
+ * as it does not for a transaction that has read and now writes (waiting could only end in a
+ * stale snapshot). A busy timeout that ran out took the whole timeout; the write then failed
+ * waiting, and is not run again.
+ */
+function lockedWithoutWaiting(err: unknown, elapsedMs: number): boolean {
+  return (err as { code?: unknown } | null)?.code === 'SQLITE_BUSY' && elapsedMs < SQLITE_BUSY_TIMEOUT_MS;
 }

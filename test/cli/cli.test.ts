@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { SCOPES } from '../../src/schema/type.js';
 import { backends, freshLocation } from '../helpers.js';
-import { printedKey, runCli, type Served, serve } from './run.js';
+import { printedKey, runCli, runCliAsync, type Served, serve } from './run.js';
 
 const running: Served[] = [];
 afterAll(async () => {
@@ -136,6 +136,58 @@ describe('gatehouse CLI', () => {
     const noUser = runCli(['apikey', 'create', '--scope', 'user', '--user', 'ghost', '--database', db]);
     expect(noUser.code).toBe(1);
     expect(noUser.stderr).toContain('--user');
+  }, 60_000);
+
+  it('apikey create works while the service writes to the same SQLite file, and the service fails no write', async () => {
+    const db = join(dir, 'busy.db');
+    const s = await start(['--database', db, '--listen', '127.0.0.1:0']);
+    const auth = { authorization: `Bearer ${printedKey(s.stdout())}`, 'content-type': 'application/json' };
+    // Updates read their object before they write it: with the CLI's commits and its write lock in
+    // between, SQLite refused those writes at once (503), and the CLI's own write likewise.
+    const groups = await Promise.all(
+      Array.from({ length: 8 }, async (_, i) => {
+        const r = await fetch(`${s.url}/groups`, {
+          method: 'POST',
+          headers: auth,
+          body: JSON.stringify({ Name: `g${i}` }),
+        });
+        return { id: r.headers.get('x-id') as string, etag: r.headers.get('etag') as string };
+      }),
+    );
+    const statuses = new Map<number, number>();
+    let writing = true;
+    const load = groups.map(async (g, i) => {
+      for (let n = 0; writing; n++) {
+        const r = await fetch(`${s.url}/groups/${g.id}`, {
+          method: 'PUT',
+          headers: { ...auth, 'if-match': g.etag },
+          body: JSON.stringify({ Name: `g${i}`, Description: `${n}` }),
+        });
+        await r.arrayBuffer();
+        statuses.set(r.status, (statuses.get(r.status) ?? 0) + 1);
+        if (r.status !== 204) return;
+        g.etag = r.headers.get('etag') as string;
+      }
+    });
+    const keys: string[] = [];
+    try {
+      for (let i = 0; i < 4; i++) {
+        const r = await runCliAsync(['apikey', 'create', '--scope', 'audit', '--database', db]);
+        expect(r.stderr).toBe('');
+        expect(r.code).toBe(0);
+        keys.push(r.stdout.trim());
+      }
+    } finally {
+      writing = false;
+      await Promise.all(load);
+    }
+    expect([...statuses.keys()]).toEqual([204]);
+    expect(statuses.get(204)).toBeGreaterThan(100);
+    for (const key of keys)
+      expect((await fetch(`${s.url}/users`, { headers: { authorization: `Bearer ${key}` } })).status).toBe(
+        200,
+      );
+    await s.stop();
   }, 60_000);
 
   it('migrate applies migrations once', () => {

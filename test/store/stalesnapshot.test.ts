@@ -3,20 +3,22 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ApiError } from '../../src/core/errors.js';
 import { Group } from '../../src/objects/group.js';
 import type { Db } from '../../src/store/db.js';
+import { SQLITE_BUSY_TIMEOUT_MS } from '../../src/store/db.js';
 import { ObjectStore } from '../../src/store/objects.js';
-import { WRITE_ATTEMPTS } from '../../src/store/pgwrite.js';
+import { databaseUnavailable } from '../../src/store/unavailable.js';
 import { freshStore, readLog } from '../helpers.js';
 
 /*
  * SQLite in WAL mode: a write transaction that read before it wrote fails at its first write with
  * SQLITE_BUSY_SNAPSHOT when another process (the CLI, a second service on the file) committed
- * in between; no busy timeout waits that out. The store runs such a write again on what is
- * committed now (src/store/writebatch.ts, staleSnapshot), and the writes batched with it keep
- * their outcomes. These tests put a commit of another connection exactly between a write's read
- * of its object and its first write.
+ * in between, and with SQLITE_BUSY at once, without waiting, while that process holds the write
+ * lock; no busy timeout waits either out. The store runs such a write again on what is committed
+ * now (src/store/writebatch.ts, metAnotherWriter; polling while the lock is held), and the
+ * writes batched with it keep their outcomes. These tests put another connection's commit, or
+ * its lock, exactly between a write's read of its object and its first write.
  */
 
-describe('SQLite: another process commits between a write’s read and its write', () => {
+describe('SQLite: another process writes between a write’s read and its write', () => {
   let db: Db;
   let cleanup: () => Promise<void>;
   let store: ObjectStore;
@@ -121,21 +123,84 @@ describe('SQLite: another process commits between a write’s read and its write
     expect((await store.get(Group, obj.id))?.data).not.toContain('mine');
   });
 
-  it('gives up after WRITE_ATTEMPTS when every attempt meets a new commit, having written nothing', async () => {
+  it('gives up as SQLite’s busy timeout would when every attempt meets a new commit, having written nothing', async () => {
     const { obj } = await store.create(Group, { Name: 'busy' });
     const { obj: theirs } = await store.create(Group, { Name: 'theirs' });
     let commits = 0;
     afterRead = { id: obj.id, run: () => otherReplaces(theirs.id, `cli-${++commits}`) };
+    const t0 = Date.now();
     const err = await store.update(Group, obj.id, { Name: 'busy', Description: 'never' }, obj.etag).then(
       () => undefined,
       (e: unknown) => e,
     );
+    const waited = Date.now() - t0;
     expect((err as { code?: string }).code).toBe('SQLITE_BUSY_SNAPSHOT');
-    expect(commits).toBe(WRITE_ATTEMPTS);
+    expect(databaseUnavailable(err)).toBe(true);
+    expect(waited).toBeGreaterThanOrEqual(SQLITE_BUSY_TIMEOUT_MS);
+    expect(waited).toBeLessThan(SQLITE_BUSY_TIMEOUT_MS + 2000);
+    // It tried again and again, pausing between tries rather than spinning.
+    expect(commits).toBeGreaterThan(10);
+    expect(commits).toBeLessThan(200);
     afterRead = undefined;
     expect(etagOf(obj.id)).toBe(obj.etag);
     // The store is not stuck: the next write goes through.
     await store.update(Group, obj.id, { Name: 'busy', Description: 'now' }, obj.etag);
     expect((await store.get(Group, obj.id))?.data).toContain('now');
+  }, 15_000);
+
+  it('waits, without blocking the event loop, for a write lock the other process holds, then writes', async () => {
+    const { obj } = await store.create(Group, { Name: 'waits' });
+    const { obj: theirs } = await store.create(Group, { Name: 'theirs' });
+    let ticks = 0;
+    const ticker = setInterval(() => ticks++, 5);
+    let released = 0;
+    afterRead = {
+      id: obj.id,
+      run: () => {
+        afterRead = undefined;
+        // The other process takes the write lock now and keeps it for 300 ms, then commits.
+        other.exec('BEGIN IMMEDIATE');
+        otherReplaces(theirs.id, 'by-the-cli');
+        setTimeout(() => {
+          other.exec('COMMIT');
+          released = Date.now();
+        }, 300);
+      },
+    };
+    try {
+      const done = await store.update(Group, obj.id, { Name: 'waits', Description: 'after' }, obj.etag);
+      expect(released).toBeGreaterThan(0);
+      expect(Date.now()).toBeGreaterThanOrEqual(released);
+      expect(done.changed).toBe(true);
+      expect(etagOf(obj.id)).toBe(done.obj.etag);
+      expect(etagOf(theirs.id)).toBe('by-the-cli');
+      // Timers ran while it waited: SQLite's own busy wait would have held the event loop.
+      expect(ticks).toBeGreaterThan(10);
+    } finally {
+      clearInterval(ticker);
+    }
   });
+
+  it('gives up as SQLite’s busy timeout would, answered as an unavailable database, when the lock stays', async () => {
+    const { obj } = await store.create(Group, { Name: 'locked' });
+    afterRead = {
+      id: obj.id,
+      run: () => {
+        afterRead = undefined;
+        other.exec('BEGIN IMMEDIATE');
+      },
+    };
+    const t0 = Date.now();
+    const err = await store.update(Group, obj.id, { Name: 'locked', Description: 'never' }, obj.etag).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    const waited = Date.now() - t0;
+    other.exec('ROLLBACK');
+    expect((err as { code?: string }).code).toBe('SQLITE_BUSY');
+    expect(databaseUnavailable(err)).toBe(true);
+    expect(waited).toBeGreaterThanOrEqual(SQLITE_BUSY_TIMEOUT_MS);
+    expect(waited).toBeLessThan(SQLITE_BUSY_TIMEOUT_MS + 2000);
+    expect(etagOf(obj.id)).toBe(obj.etag);
+  }, 15_000);
 });
