@@ -213,5 +213,3 @@ export function parseListQuery(type: ObjectType, raw: RawListQuery): ListQuery {
   const end = decodeCursor(one(raw.end, 'end') ?? '', signature, order.length, 'end');
   return { limit, offset, order, filters, start, end, signature };
 }
-
-// ---- the SQL ----------------------------------------------------------------------------------
