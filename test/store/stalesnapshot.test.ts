@@ -62,6 +62,24 @@ describe('SQLite: another process writes between a write’s read and its write'
       }
     ).etag;
 
+  /** Runs `run` once, after the next read of the object `id` inside a write. */
+  const onceAfterRead = (id: string, run: () => void) => {
+    afterRead = {
+      id,
+      run: () => {
+        afterRead = undefined;
+        run();
+      },
+    };
+  };
+
+  /** What a promise was rejected with (undefined when it was fulfilled). */
+  const rejectionOf = (p: Promise<unknown>) =>
+    p.then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+
   it('runs the write again: it holds, the other process’s commit holds, and so do the writes batched with it', async () => {
     const { obj: mine } = await store.create(Group, { Name: 'mine' });
     const { obj: same } = await store.create(Group, { Name: 'same' });
@@ -106,16 +124,11 @@ describe('SQLite: another process writes between a write’s read and its write'
 
   it('answers 412, not 503, when the other process replaced the object itself', async () => {
     const { obj } = await store.create(Group, { Name: 'contested' });
-    afterRead = {
-      id: obj.id,
-      run: () => {
-        afterRead = undefined;
-        otherReplaces(obj.id, 'by-the-cli');
-      },
-    };
-    const err = await store.update(Group, obj.id, { Name: 'contested', Description: 'mine' }, obj.etag).then(
-      () => undefined,
-      (e: unknown) => e,
+    onceAfterRead(obj.id, () => {
+      otherReplaces(obj.id, 'by-the-cli');
+    });
+    const err = await rejectionOf(
+      store.update(Group, obj.id, { Name: 'contested', Description: 'mine' }, obj.etag),
     );
     expect(err).toBeInstanceOf(ApiError);
     expect((err as ApiError).status).toBe(412);
@@ -129,9 +142,8 @@ describe('SQLite: another process writes between a write’s read and its write'
     let commits = 0;
     afterRead = { id: obj.id, run: () => otherReplaces(theirs.id, `cli-${++commits}`) };
     const t0 = Date.now();
-    const err = await store.update(Group, obj.id, { Name: 'busy', Description: 'never' }, obj.etag).then(
-      () => undefined,
-      (e: unknown) => e,
+    const err = await rejectionOf(
+      store.update(Group, obj.id, { Name: 'busy', Description: 'never' }, obj.etag),
     );
     const waited = Date.now() - t0;
     expect((err as { code?: string }).code).toBe('SQLITE_BUSY_SNAPSHOT');
@@ -154,19 +166,15 @@ describe('SQLite: another process writes between a write’s read and its write'
     let ticks = 0;
     const ticker = setInterval(() => ticks++, 5);
     let released = 0;
-    afterRead = {
-      id: obj.id,
-      run: () => {
-        afterRead = undefined;
-        // The other process takes the write lock now and keeps it for 300 ms, then commits.
-        other.exec('BEGIN IMMEDIATE');
-        otherReplaces(theirs.id, 'by-the-cli');
-        setTimeout(() => {
-          other.exec('COMMIT');
-          released = Date.now();
-        }, 300);
-      },
-    };
+    onceAfterRead(obj.id, () => {
+      // The other process takes the write lock now and keeps it for 300 ms, then commits.
+      other.exec('BEGIN IMMEDIATE');
+      otherReplaces(theirs.id, 'by-the-cli');
+      setTimeout(() => {
+        other.exec('COMMIT');
+        released = Date.now();
+      }, 300);
+    });
     try {
       const done = await store.update(Group, obj.id, { Name: 'waits', Description: 'after' }, obj.etag);
       expect(released).toBeGreaterThan(0);
@@ -183,17 +191,12 @@ describe('SQLite: another process writes between a write’s read and its write'
 
   it('gives up as SQLite’s busy timeout would, answered as an unavailable database, when the lock stays', async () => {
     const { obj } = await store.create(Group, { Name: 'locked' });
-    afterRead = {
-      id: obj.id,
-      run: () => {
-        afterRead = undefined;
-        other.exec('BEGIN IMMEDIATE');
-      },
-    };
+    onceAfterRead(obj.id, () => {
+      other.exec('BEGIN IMMEDIATE');
+    });
     const t0 = Date.now();
-    const err = await store.update(Group, obj.id, { Name: 'locked', Description: 'never' }, obj.etag).then(
-      () => undefined,
-      (e: unknown) => e,
+    const err = await rejectionOf(
+      store.update(Group, obj.id, { Name: 'locked', Description: 'never' }, obj.etag),
     );
     const waited = Date.now() - t0;
     other.exec('ROLLBACK');
