@@ -2,6 +2,7 @@ import { sql } from 'kysely';
 import { Jobs } from '../core/jobs.js';
 import type { Db } from './db.js';
 import { LOG_START, type LogPosition } from './logposition.js';
+import { runBesideOtherWriters } from './otherwriters.js';
 
 /**
  * Retention of the change log (`changes`). Every write appends a row; the rows serve the event
@@ -34,6 +35,10 @@ export async function prunedThrough(db: Db): Promise<LogPosition> {
  * newest row. Returns how many rows it deleted (0: nothing left to prune).
  */
 export async function pruneBatch(db: Db, before: number, batch = PRUNE_BATCH): Promise<number> {
+  return runBesideOtherWriters(db, () => pruneOnce(db, before, batch));
+}
+
+async function pruneOnce(db: Db, before: number, batch: number): Promise<number> {
   return db.kysely.transaction().execute(async (tx) => {
     const newest = await tx
       .selectFrom('changes')

@@ -1,9 +1,10 @@
 import { chmodSync, closeSync, existsSync, mkdirSync, openSync, renameSync, rmSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import SQLite from 'better-sqlite3';
-import { type Generated, Kysely, PostgresDialect, type SqliteDatabase, SqliteDialect, sql } from 'kysely';
+import { type Generated, Kysely, PostgresDialect, type SqliteDatabase, sql } from 'kysely';
 import pg from 'pg';
 import { DEFAULT_CHECKPOINT_PAGES, startCheckpointer, WRITER_CHECKPOINT_PAGES } from './checkpointer.js';
+import { BesideOtherWritersDialect, lockedByAnother, SQLITE_BUSY_TIMEOUT_MS } from './otherwriters.js';
 import { namePreparedStatements, resultTypeChanged, StatementNames } from './pgstatements.js';
 import { walIndexVersion } from './walversion.js';
 
@@ -134,12 +135,6 @@ export const QUERY_TIMEOUT_MS = 10_000;
 export const QUERY_TIMEOUT_MESSAGE = 'Query read timeout';
 
 /**
- * How long a SQLite statement waits for another process's write lock before it fails (and the
- * request is answered 503); a write that cannot wait in SQLite itself polls as long (writebatch.ts).
- */
-export const SQLITE_BUSY_TIMEOUT_MS = 5000;
-
-/**
  * Closes the connection after a statement that leaves it unusable: what follows on it fails at
  * once, and the pool discards it when it is handed back (Kysely hands its connections back
  * without the error; pool.query discards one whose statement failed by itself):
@@ -170,66 +165,71 @@ export function dropUnusable(client: pg.Client) {
 
 export const isPostgresUrl = (s: string) => /^postgres(ql)?:\/\//i.test(s);
 
-export function openDb(
-  location: string,
-  opts: {
-    poolSize?: number;
-    onConnectionError?: (err: Error) => void;
-    queryTimeoutMs?: number;
-    /** SQLite: checkpoint in a worker thread, not in the writer's commits (checkpointer.ts). */
-    backgroundCheckpoints?: boolean;
-  } = {},
-): Db {
-  if (isPostgresUrl(location)) {
-    const pool = new pg.Pool({
-      connectionString: location,
-      max: opts.poolSize ?? 10,
-      // While the database is down, a request waits this long for a connection, then fails (503)
-      // instead of hanging.
-      connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
-      // A statement left unanswered (a network cut) fails after this, and its connection with it.
-      query_timeout: opts.queryTimeoutMs ?? QUERY_TIMEOUT_MS,
-      // The server's side of the same cut: a backend whose client went silent inside a transaction
-      // would keep its row locks (and, at COMMIT, the change-log ordering lock) until TCP gave up
-      // on it (hours); it ends the session.
-      idle_in_transaction_session_timeout: opts.queryTimeoutMs ?? QUERY_TIMEOUT_MS,
-      // Idle connections across a cut are found by TCP keep-alive rather than by the next request.
-      keepAlive: true,
-      keepAliveInitialDelayMillis: 10_000,
-    });
-    // A connection that dies (server restart, terminated backend) emits 'error'; with no listener
-    // that would crash the process. The pool discards an idle one and opens another on next use; a
-    // checked-out one fails its query (the request answers 503) and is discarded on release, since
-    // it is no longer queryable.
-    const names = new StatementNames();
-    pool.on('connect', (client) => {
-      client.on('error', (err) => opts.onConnectionError?.(err));
-      namePreparedStatements(client, names);
-      dropUnusable(client);
-    });
-    // The pool repeats an idle client's error as its own; the client's listener has logged it.
-    pool.on('error', () => {});
-    const url = new URL(location);
-    url.password = '';
-    const kysely = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
-    return {
-      kysely,
-      dialect: 'postgres',
-      describe: `postgres ${url.host}${url.pathname}`,
-      pool,
-      close: () => kysely.destroy(),
-    };
-  }
+interface OpenOptions {
+  poolSize?: number;
+  onConnectionError?: (err: Error) => void;
+  queryTimeoutMs?: number;
+  /** SQLite: checkpoint in a worker thread, not in the writer's commits (checkpointer.ts). */
+  backgroundCheckpoints?: boolean;
+}
+
+function openPostgres(location: string, opts: OpenOptions): Db {
+  const pool = new pg.Pool({
+    connectionString: location,
+    max: opts.poolSize ?? 10,
+    // While the database is down, a request waits this long for a connection, then fails (503)
+    // instead of hanging.
+    connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+    // A statement left unanswered (a network cut) fails after this, and its connection with it.
+    query_timeout: opts.queryTimeoutMs ?? QUERY_TIMEOUT_MS,
+    // The server's side of the same cut: a backend whose client went silent inside a transaction
+    // would keep its row locks (and, at COMMIT, the change-log ordering lock) until TCP gave up
+    // on it (hours); it ends the session.
+    idle_in_transaction_session_timeout: opts.queryTimeoutMs ?? QUERY_TIMEOUT_MS,
+    // Idle connections across a cut are found by TCP keep-alive rather than by the next request.
+    keepAlive: true,
+    keepAliveInitialDelayMillis: 10_000,
+  });
+  // A connection that dies (server restart, terminated backend) emits 'error'; with no listener
+  // that would crash the process. The pool discards an idle one and opens another on next use; a
+  // checked-out one fails its query (the request answers 503) and is discarded on release, since
+  // it is no longer queryable.
+  const names = new StatementNames();
+  pool.on('connect', (client) => {
+    client.on('error', (err) => opts.onConnectionError?.(err));
+    namePreparedStatements(client, names);
+    dropUnusable(client);
+  });
+  // The pool repeats an idle client's error as its own; the client's listener has logged it.
+  pool.on('error', () => {});
+  const url = new URL(location);
+  url.password = '';
+  const kysely = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  return {
+    kysely,
+    dialect: 'postgres',
+    describe: `postgres ${url.host}${url.pathname}`,
+    pool,
+    close: () => kysely.destroy(),
+  };
+}
+
+export function openDb(location: string, opts: OpenOptions = {}): Db {
+  if (isPostgresUrl(location)) return openPostgres(location, opts);
   if (location !== ':memory:') prepareSqliteFile(location);
   const sqlite = new SQLite(location);
   // WAL lets readers run beside the writer; NORMAL sync is durable across process crashes.
   const wal = sqlite.pragma('journal_mode = WAL', { simple: true }) === 'wal';
   sqlite.pragma('synchronous = NORMAL');
-  sqlite.pragma(`busy_timeout = ${SQLITE_BUSY_TIMEOUT_MS}`);
+  // The writer never waits inside SQLite for another process's lock: that wait would hold the
+  // event loop. Its statements fail at once and run again on timers (otherwriters.ts).
+  sqlite.pragma('busy_timeout = 0');
   sqlite.pragma('foreign_keys = ON');
   sqlite.pragma(`cache_size = -${SQLITE_CACHE_KIB}`);
   const writer = cachingStatements(sqlite);
-  const kysely = new Kysely<Database>({ dialect: new SqliteDialect({ database: writer }) });
+  const kysely = new Kysely<Database>({
+    dialect: new BesideOtherWritersDialect({ database: writer }, () => sqlite.inTransaction),
+  });
   const writeSync = <R>(text: string, parameters: readonly unknown[]) => {
     const stmt = writer.prepare(text);
     // RETURNING makes a write a reader.
@@ -269,7 +269,15 @@ export function openDb(
       // A select reads committed data on the reader, as readSync, also while the writer holds a
       // transaction (a batch of writes not yet answered: writebatch.ts).
       if (/^\s*select\b/i.test(text)) return { rows: readSync<R>(text, parameters), affected: 0 };
-      return sqlite.inTransaction ? undefined : writeSync<R>(text, parameters);
+      if (sqlite.inTransaction) return undefined;
+      try {
+        return writeSync<R>(text, parameters);
+      } catch (err) {
+        // Another process holds the write lock: the caller goes through Kysely, which waits for
+        // it on timers (otherwriters.ts).
+        if (lockedByAnother(err)) return undefined;
+        throw err;
+      }
     },
     close: async () => {
       // The worker's connection first: the writer, closed last, checkpoints and removes the WAL.

@@ -6,18 +6,18 @@
 // side (pgwrite.ts) stand apart.
 import { randomBytes, randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { type Compilable, CompiledQuery, type Kysely, sql, type Transaction } from 'kysely';
 import { ApiError } from '../core/errors.js';
 import { type Doc, normalize } from '../schema/fields.js';
 import type { Actor, ObjectType } from '../schema/type.js';
 import type { AuditRow, AuditRowFor } from './auditrow.js';
-import { type Database, type Db, SQLITE_BUSY_TIMEOUT_MS } from './db.js';
+import type { Database, Db } from './db.js';
 import type { ListQuery } from './listquery.js';
 import { type ListPage, listObjects } from './listread.js';
 import { NamedLocks } from './locks.js';
 import { isAfter, LOG_START, type LogPosition } from './logposition.js';
 import { alteredObject, CommitNotifier } from './notifier.js';
+import { whileAnotherWrites } from './otherwriters.js';
 import {
   keyTaken,
   LoneWrites,
@@ -39,7 +39,7 @@ import {
   toStoredWithSecret,
 } from './stored.js';
 import { allWritable, checkRefs, keysOf, prepare, writeKeys } from './typerules.js';
-import { staleSnapshot, WriteBatches } from './writebatch.js';
+import { WriteBatches } from './writebatch.js';
 
 export type { ListPage } from './listread.js';
 export { CHANGES_CHANNEL } from './pgwrite.js';
@@ -535,18 +535,12 @@ export class ObjectStore {
   private async write<T>(fn: (tx: Tx) => Promise<T>, audit?: () => AuditRow): Promise<T> {
     if (!this.concurrent) {
       // Another process (the CLI) wrote while this write ran (writebatch.ts, metAnotherWriter): it
-      // runs again on what is committed now, at once after a first stale snapshot, else after a
-      // growing pause; so it polls, without blocking the event loop, while that process holds the
-      // write lock or keeps committing, as long as SQLite's busy timeout would have waited.
-      const until = Date.now() + SQLITE_BUSY_TIMEOUT_MS;
-      for (let attempt = 1; ; attempt++) {
-        try {
-          return await this.writeOnce(fn, false, audit);
-        } catch (err) {
-          if (!this.batches?.metAnotherWriter(err) || Date.now() >= until) throw err;
-          if (attempt > 1 || !staleSnapshot(err)) await sleep(Math.min(2 ** attempt, 100));
-        }
-      }
+      // runs again on what is committed now, polling on timers while that process holds the
+      // write lock or keeps committing (otherwriters.ts).
+      return whileAnotherWrites(
+        () => this.writeOnce(fn, false, audit),
+        (err) => this.batches?.metAnotherWriter(err) ?? false,
+      );
     }
     for (let attempt = 1; ; attempt++) {
       try {

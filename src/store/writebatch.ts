@@ -1,5 +1,6 @@
 import type { ControlledTransaction, Transaction } from 'kysely';
-import { type Database, type Db, SQLITE_BUSY_TIMEOUT_MS } from './db.js';
+import type { Database, Db } from './db.js';
+import { anotherProcessWrote } from './otherwriters.js';
 
 interface Batch {
   trx: ControlledTransaction<Database>;
@@ -34,8 +35,9 @@ export class WriteBatches {
   private readonly runAgain = new WeakSet<object>();
 
   /**
-   * Whether a write failed because another process wrote (staleSnapshot, or its write lock met
-   * without waiting), having written nothing: it may run again in a new transaction.
+   * Whether a write failed because another process wrote (it committed since this transaction's
+   * first read, or it holds the write lock), having written nothing: it may run again in a new
+   * transaction.
    */
   metAnotherWriter(err: unknown): boolean {
     return typeof err === 'object' && err !== null && this.runAgain.has(err);
@@ -65,7 +67,6 @@ export class WriteBatches {
       batch = this.open ?? (await this.begin());
       this.exec('SAVEPOINT write');
       this.running = true;
-      const began = performance.now();
       try {
         result = await fn(batch.trx);
       } catch (err) {
@@ -79,12 +80,12 @@ export class WriteBatches {
           await this.finish(batch, undoErr);
         }
         // Another process writes: it committed since this transaction's first read (no write of
-        // it can proceed on that snapshot), or it holds the write lock, which a transaction that
-        // has read may not wait for inside SQLite (it would only meet a stale snapshot after). The
-        // transaction has written nothing (its first write would have taken that lock), so the
-        // writes before this one stand as they are, and it ends now: the writes after this one,
-        // and this one run again (ObjectStore.write), start afresh.
-        if (staleSnapshot(err) || lockedWithoutWaiting(err, performance.now() - began)) {
+        // it can proceed on that snapshot), or it holds the write lock, which the writer does not
+        // wait for inside SQLite (otherwriters.ts). The transaction has written nothing (its first
+        // write would have taken that lock), so the writes before this one stand as they are, and
+        // it ends now: the writes after this one, and this one run again (ObjectStore.write),
+        // start afresh.
+        if (anotherProcessWrote(err)) {
           this.runAgain.add(err as object);
           await this.finish(batch);
         }
@@ -164,23 +165,4 @@ export class WriteBatches {
       .catch(() => {});
     batch.end(lost);
   }
-}
-
-/**
- * SQLITE_BUSY_SNAPSHOT: a write met a snapshot another process's commit made stale (WAL mode; a
- * transaction that read before it wrote). No busy timeout waits it out, but the write can run
- * again in a new transaction, which reads what that process committed.
- */
-export function staleSnapshot(err: unknown): boolean {
-  return (err as { code?: unknown } | null)?.code === 'SQLITE_BUSY_SNAPSHOT';
-}
-
-/**
- * SQLITE_BUSY sooner than the busy timeout: SQLite did not wait for the other process's write lock,
- * as it does not for a transaction that has read and now writes (waiting could only end in a
- * stale snapshot). A busy timeout that ran out took the whole timeout; the write then failed
- * waiting, and is not run again.
- */
-function lockedWithoutWaiting(err: unknown, elapsedMs: number): boolean {
-  return (err as { code?: unknown } | null)?.code === 'SQLITE_BUSY' && elapsedMs < SQLITE_BUSY_TIMEOUT_MS;
 }

@@ -3,8 +3,8 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ApiError } from '../../src/core/errors.js';
 import { Group } from '../../src/objects/group.js';
 import type { Db } from '../../src/store/db.js';
-import { SQLITE_BUSY_TIMEOUT_MS } from '../../src/store/db.js';
 import { ObjectStore } from '../../src/store/objects.js';
+import { SQLITE_BUSY_TIMEOUT_MS } from '../../src/store/otherwriters.js';
 import { databaseUnavailable } from '../../src/store/unavailable.js';
 import { freshStore, readLog } from '../helpers.js';
 

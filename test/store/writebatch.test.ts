@@ -5,7 +5,8 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ApiError } from '../../src/core/errors.js';
 import { Group } from '../../src/objects/group.js';
 import type { Database, Db } from '../../src/store/db.js';
-import { staleSnapshot, WriteBatches } from '../../src/store/writebatch.js';
+import { staleSnapshot } from '../../src/store/otherwriters.js';
+import { WriteBatches } from '../../src/store/writebatch.js';
 import { freshStore, readLog } from '../helpers.js';
 
 /*

@@ -3,6 +3,7 @@ import { EventEmitter } from 'node:events';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError } from '../../core/errors.js';
 import { newId } from '../../store/objects.js';
+import { runBesideOtherWriters } from '../../store/otherwriters.js';
 import { perService, type ServiceContext, stateOf } from '../../store/service.js';
 import { Level, levelOf, locationCap, sessionFloor, tenantDoc } from '../integrity.js';
 import { clearSessionCookie, serviceCookies, setDeviceCookie, setSessionCookie } from './cookies.js';
@@ -246,17 +247,20 @@ export async function mutateSession(
   fn: (current: Session) => Session,
   opts: { rotate?: boolean } = {},
 ): Promise<{ session: Session; token?: string } | undefined> {
-  const result = await authDb(ctx)
-    .transaction()
-    .execute(async (tx) => {
-      const row = await sessionRowById(ctx, id, tx);
-      if (!row) return undefined;
-      const current = toSession(row);
-      const s = fn(current);
-      const { level, token, set } = sessionUpdate(s, current.level, opts.rotate);
-      await writeSessionRow(ctx, id, set, tx);
-      return { session: { ...s, level }, token };
-    });
+  // On SQLite, run again while another process's write stands in its way (otherwriters.ts).
+  const result = await runBesideOtherWriters(ctx.db, () =>
+    authDb(ctx)
+      .transaction()
+      .execute(async (tx) => {
+        const row = await sessionRowById(ctx, id, tx);
+        if (!row) return undefined;
+        const current = toSession(row);
+        const s = fn(current);
+        const { level, token, set } = sessionUpdate(s, current.level, opts.rotate);
+        await writeSessionRow(ctx, id, set, tx);
+        return { session: { ...s, level }, token };
+      }),
+  );
   if (!result) return undefined;
   changed(ctx, result.session.userId, id);
   return { ...result, session: await effective(ctx, result.session) };

@@ -2,6 +2,7 @@ import { Readable } from 'node:stream';
 import type { Kysely } from 'kysely';
 import { ApiError } from '../../../core/errors.js';
 import { newId } from '../../../store/objects.js';
+import { runBesideOtherWriters } from '../../../store/otherwriters.js';
 import type { ServiceContext } from '../../../store/service.js';
 import { checkWebmHeader, MAX_HEADER } from './webm.js';
 
@@ -118,16 +119,18 @@ export async function saveVideo(
     if (!headerOk)
       throw new ApiError('UnsupportedMediaType', 'the body is not a WebM video (header incomplete)');
     await flush(true);
-    await db.transaction().execute(async (tx) => {
-      const old = await tx
-        .selectFrom('videos')
-        .select('id')
-        .where('owner', '=', owner)
-        .where('id', '!=', id)
-        .execute();
-      for (const o of old) await dropVideo(tx, o.id);
-      await tx.updateTable('videos').set({ size, chunks: seq, complete: 1 }).where('id', '=', id).execute();
-    });
+    await runBesideOtherWriters(ctx.db, () =>
+      db.transaction().execute(async (tx) => {
+        const old = await tx
+          .selectFrom('videos')
+          .select('id')
+          .where('owner', '=', owner)
+          .where('id', '!=', id)
+          .execute();
+        for (const o of old) await dropVideo(tx, o.id);
+        await tx.updateTable('videos').set({ size, chunks: seq, complete: 1 }).where('id', '=', id).execute();
+      }),
+    );
   } catch (e) {
     await dropVideo(db, id).catch(() => undefined);
     throw e;
