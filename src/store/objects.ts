@@ -27,6 +27,7 @@ import {
   readForReplace,
   WRITE_ATTEMPTS,
 } from './pgwrite.js';
+import { ReadBatches } from './readbatch.js';
 import { RowCache } from './rowcache.js';
 import {
   etagMatches,
@@ -87,10 +88,19 @@ export class ObjectStore {
   /** SQLite: rows read by `get`, kept while nothing is committed (rowcache.ts). */
   private readonly rowCache: RowCache<StoredRow> | undefined;
 
+  /** PostgreSQL: reads by ID of one turn of the event loop go to the database together (readbatch.ts). */
+  private readonly reads: ReadBatches<StoredRow> | undefined;
+
   constructor(readonly db: Db) {
     this.commits.setMaxListeners(0);
     this.rowCache = db.readVersion && db.readSync ? new RowCache(db.readVersion) : undefined;
     this.locks = new NamedLocks(db);
+    this.reads = db.pool
+      ? new ReadBatches(
+          (kind, id) => this.readRow(kind, id),
+          (kind, ids) => this.readRows(kind, ids),
+        )
+      : undefined;
     this.batches = db.writeSync ? new WriteBatches({ ...db, writeSync: db.writeSync }) : undefined;
     this.notifier = db.pool ? new CommitNotifier(db.pool, this.notifyTag) : undefined;
     this.loneWrites = db.pool ? new LoneWrites(db) : undefined;
@@ -135,8 +145,19 @@ export class ObjectStore {
   }
 
   async get(type: ObjectType, id: string): Promise<StoredObject | undefined> {
+    if (this.reads) {
+      const row = await this.reads.get(type.kind, id);
+      return row && toStored(row);
+    }
     const cached = this.rowCache?.lookup(type.kind, id);
     if (cached?.row) return toStored(cached.row);
+    const row = await this.readRow(type.kind, id);
+    if (row && cached) this.rowCache?.keep(type.kind, id, row, cached.at);
+    return row && toStored(row);
+  }
+
+  /** One object's stored row. */
+  private async readRow(kind: string, id: string): Promise<StoredRow | undefined> {
     const [row] = await this.fixed<StoredRow>(
       'get',
       () =>
@@ -145,10 +166,17 @@ export class ObjectStore {
           .select(['id', 'data', 'etag', 'create_time', 'modify_time'])
           .where('type', '=', '')
           .where('id', '=', ''),
-      [type.kind, id],
+      [kind, id],
     );
-    if (row && cached) this.rowCache?.keep(type.kind, id, row, cached.at);
-    return row && toStored(row);
+    return row;
+  }
+
+  /** PostgreSQL: the stored rows of those of `ids` that exist, in one statement (readbatch.ts). */
+  private readRows(kind: string, ids: string[]): Promise<StoredRow[]> {
+    return this.run<StoredRow>(
+      'SELECT id, data, etag, create_time, modify_time FROM objects WHERE type = $1 AND id = ANY($2::text[])',
+      [kind, ids],
+    );
   }
 
   /**

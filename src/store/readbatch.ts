@@ -1,0 +1,76 @@
+/** The most IDs one statement asks for; a larger gathering is read in several. */
+export const MAX_IDS_PER_READ = 200;
+
+interface Waiter<R> {
+  resolve: (row: R | undefined) => void;
+  reject: (err: unknown) => void;
+}
+
+/**
+ * PostgreSQL: reads of single objects by ID that arrive in one turn of the event loop go to the
+ * database together, one statement per type (`id = ANY($2)`), in the turn's check phase
+ * (setImmediate).
+ *
+ * On PostgreSQL a read by ID costs the service a round trip, and most of its CPU goes to that round
+ * trip's system calls and the driver's handling of one statement, not to the row: under load the
+ * requests read in one poll of the sockets each paid it. A read that arrives alone still runs as
+ * the one-row statement (`one`). Every read is sent after it was asked for, so it sees every
+ * write committed before that (a client's own write included, answered only once committed);
+ * reads are not in transactions, so nothing else about their timing is promised. A statement that
+ * fails fails every read it carried, each of which answers as a failed read always did (503).
+ */
+export class ReadBatches<R extends { id: string }> {
+  private pending = new Map<string, Map<string, Waiter<R>[]>>();
+  private scheduled = false;
+
+  constructor(
+    private readonly one: (kind: string, id: string) => Promise<R | undefined>,
+    private readonly many: (kind: string, ids: string[]) => Promise<R[]>,
+  ) {}
+
+  get(kind: string, id: string): Promise<R | undefined> {
+    // PostgreSQL's text cannot hold NUL: such an ID names no object, and sent with the others it
+    // would fail their statement (one request's path could fail every read of its turn).
+    if (id.includes('\u0000') || kind.includes('\u0000')) return Promise.resolve(undefined);
+    return new Promise((resolve, reject) => {
+      let byId = this.pending.get(kind);
+      if (!byId) {
+        byId = new Map();
+        this.pending.set(kind, byId);
+      }
+      const waiters = byId.get(id);
+      if (waiters) waiters.push({ resolve, reject });
+      else byId.set(id, [{ resolve, reject }]);
+      if (!this.scheduled) {
+        this.scheduled = true;
+        setImmediate(() => this.flush());
+      }
+    });
+  }
+
+  private flush() {
+    this.scheduled = false;
+    const gathered = this.pending;
+    this.pending = new Map();
+    for (const [kind, byId] of gathered) {
+      const ids = [...byId.keys()];
+      for (let at = 0; at < ids.length; at += MAX_IDS_PER_READ) {
+        const part = ids.slice(at, at + MAX_IDS_PER_READ);
+        const [only] = part;
+        const rows =
+          part.length === 1 && only !== undefined
+            ? this.one(kind, only).then((row) => (row ? [row] : []))
+            : this.many(kind, part);
+        rows.then(
+          (found) => {
+            const byRowId = new Map(found.map((row) => [row.id, row]));
+            for (const id of part) for (const w of byId.get(id) ?? []) w.resolve(byRowId.get(id));
+          },
+          (err: unknown) => {
+            for (const id of part) for (const w of byId.get(id) ?? []) w.reject(err);
+          },
+        );
+      }
+    }
+  }
+}
