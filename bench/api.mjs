@@ -25,7 +25,8 @@ const HERE = join(dirname(fileURLToPath(import.meta.url)), '..');
 const HELP = `node bench/api.mjs [options]
 
 Starts \`node dist/cli/main.js serve\` on a new SQLite database, then on a new PostgreSQL
-database, and measures GET /users/:id, POST /users and a list of all users (GET /users).
+database, and measures GET /users/:id (1,000 users in turn), POST /users and a list of all
+users (GET /users).
 
   --quick               short smoke run: 2 s per scenario, 10,000 users, one list read
   --backends <list>     sqlite,postgres (default: both, in that order)
@@ -220,6 +221,29 @@ async function loadScenario(server, label, req, connections) {
   return result;
 }
 
+/** How many users GET /users/:id reads in turn. */
+const READ_USERS = 1000;
+
+/** Creates `count` users through the API, 16 at a time; returns their IDs after `first`. */
+async function createUsers(url, auth, count, first) {
+  const ids = [first];
+  for (let made = 0; made < count; made += 16) {
+    const batch = Array.from({ length: Math.min(16, count - made) }, async () => {
+      const r = await fetch(`${url}/users`, {
+        method: 'POST',
+        headers: { ...auth, 'Content-Type': 'application/json' },
+        body: '{}',
+      });
+      await r.arrayBuffer();
+      const id = r.headers.get('x-id');
+      if (r.status !== 201 || !id) throw new Error(`POST /users answered ${r.status}`);
+      return id;
+    });
+    ids.push(...(await Promise.all(batch)));
+  }
+  return ids;
+}
+
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 /** Alternating short runs of `a` and `b` (3 rounds); each round's a ÷ b. */
@@ -280,13 +304,13 @@ async function benchBackend(name) {
     const got = await fetch(`${server.url}/users/${userId}`, { headers: auth });
     const template = await got.text();
     if (got.status !== 200) throw new Error(`GET /users/${userId} answered ${got.status}: ${template}`);
+    // GET reads these users in turn, as many clients would read many objects, not one object
+    // over and over (reads of one ID in the same instant share one database read).
+    const paths = (await createUsers(server.url, auth, READ_USERS - 1, userId)).map((id) => `/users/${id}`);
+    const getUsers = { url: server.url, paths, headers: auth };
+    const getBare = (bare) => ({ url: bare.url, paths });
 
-    out.get = await loadScenario(
-      server,
-      `${title} GET /users/:id`,
-      { url: `${server.url}/users/${userId}`, headers: auth },
-      settings.getConnections,
-    );
+    out.get = await loadScenario(server, `${title} GET /users/:id`, getUsers, settings.getConnections);
     // The reference: a bare Fastify route serving the same body (issue 24), in rounds that
     // alternate with GET itself, so that a machine shared with others loads both alike; the ratio
     // is the median of the rounds' ratios.
@@ -295,14 +319,10 @@ async function benchBackend(name) {
       out.bare = await loadScenario(
         bare,
         `${title} bare Fastify GET (reference)`,
-        { url: `${bare.url}/users/${userId}` },
+        getBare(bare),
         settings.getConnections,
       );
-      out.getVsBareRounds = await pairedRounds(
-        { url: `${server.url}/users/${userId}`, headers: auth },
-        { url: `${bare.url}/users/${userId}` },
-        `${title} GET vs bare Fastify`,
-      );
+      out.getVsBareRounds = await pairedRounds(getUsers, getBare(bare), `${title} GET vs bare Fastify`);
     } finally {
       await bare.stop();
     }
@@ -318,7 +338,7 @@ async function benchBackend(name) {
     // each with its own number of connections.
     out.postVsGetRounds = await pairedRounds(
       { ...postUsers, connections: settings.postConnections },
-      { url: `${server.url}/users/${userId}`, headers: auth },
+      getUsers,
       `${title} POST vs GET`,
     );
     out.postVsGet = median(out.postVsGetRounds.map((r) => r.ratio));

@@ -22,8 +22,9 @@ const luaString = (s) => JSON.stringify(s); // a JSON string literal is a valid 
 
 /**
  * Runs one load scenario.
- * opts: { tool, url, method, headers, body, connections, threads, durationS, timeoutS, cpus }
- * (cpus: a taskset CPU list wrk runs on; autocannon runs in this process, unpinned)
+ * opts: { tool, url, method, headers, body, connections, threads, durationS, timeoutS, cpus, paths }
+ * (cpus: a taskset CPU list wrk runs on; autocannon runs in this process, unpinned; paths: the
+ * requests go to these paths of `url`'s origin in turn, instead of to `url` itself)
  * Returns { tool, requests, durationS, rps, latencyMs: {p50, p90, p99, max, mean}, errors, non2xx }.
  * `errors` counts connection/read/write errors and timeouts; `non2xx` counts error statuses
  * (wrk: status >= 400; autocannon: anything but 2xx).
@@ -42,6 +43,7 @@ async function runWrk({
   durationS,
   timeoutS = 10,
   cpus,
+  paths,
 }) {
   const dir = mkdtempSync(join(tmpdir(), 'gatehouse-wrk-'));
   try {
@@ -50,6 +52,16 @@ async function runWrk({
     if (body !== undefined) lines.push(`wrk.body = ${luaString(body)}`);
     for (const [k, v] of Object.entries(headers))
       lines.push(`wrk.headers[${luaString(k)}] = ${luaString(v)}`);
+    if (paths) {
+      lines.push(
+        `local paths = {${paths.map(luaString).join(', ')}}`,
+        'local next = 0',
+        'request = function()',
+        '  next = next % #paths + 1',
+        '  return wrk.format(nil, paths[next])',
+        'end',
+      );
+    }
     lines.push(
       'done = function(summary, latency, requests)',
       '  local e = summary.errors',
@@ -108,13 +120,18 @@ async function runAutocannon({
   connections,
   durationS,
   timeoutS = 10,
+  paths,
 }) {
   const { default: autocannon } = await import('autocannon');
+  let next = 0;
   const r = await autocannon({
     url,
     method,
     headers,
     body,
+    ...(paths && {
+      requests: [{ setupRequest: (req) => ({ ...req, path: paths[next++ % paths.length] }) }],
+    }),
     connections,
     pipelining: 1,
     duration: durationS,
