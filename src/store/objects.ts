@@ -1,4 +1,4 @@
-// Why ~760 lines: ObjectStore's reads and writes share private machinery (the compiled-SQL cache
+// Why ~840 lines: ObjectStore's reads and writes share private machinery (the compiled-SQL cache
 // and its synchronous SQLite reader, the write transaction with its row locks and 'commit' event,
 // the change-log append that gives every write its ETag); splitting reads from writes would make
 // it public across files. What a stored object is (stored.ts), the list SQL (listread.ts), what
@@ -88,22 +88,36 @@ export class ObjectStore {
   /** SQLite: rows read by `get`, kept while nothing is committed (rowcache.ts). */
   private readonly rowCache: RowCache<StoredRow> | undefined;
 
-  /** PostgreSQL: reads by ID of one turn of the event loop go to the database together (readbatch.ts). */
+  /** Reads by ID of one turn of the event loop, answered together (readbatch.ts). */
   private readonly reads: ReadBatches<StoredRow> | undefined;
 
   constructor(readonly db: Db) {
     this.commits.setMaxListeners(0);
     this.rowCache = db.readVersion && db.readSync ? new RowCache(db.readVersion) : undefined;
     this.locks = new NamedLocks(db);
-    this.reads = db.pool
-      ? new ReadBatches(
-          (kind, id) => this.readRow(kind, id),
-          (kind, ids) => this.readRows(kind, ids),
-        )
-      : undefined;
+    this.reads = this.readBatches();
     this.batches = db.writeSync ? new WriteBatches({ ...db, writeSync: db.writeSync }) : undefined;
     this.notifier = db.pool ? new CommitNotifier(db.pool, this.notifyTag) : undefined;
     this.loneWrites = db.pool ? new LoneWrites(db) : undefined;
+  }
+
+  /**
+   * Reads by ID of one turn of the event loop, answered together (readbatch.ts): on PostgreSQL in
+   * one statement; on SQLite with one question whether anything was committed, and the rows not
+   * kept read in one statement. An in-memory SQLite database (tests) reads each at once.
+   */
+  private readBatches(): ReadBatches<StoredRow> | undefined {
+    if (this.db.pool)
+      return new ReadBatches(
+        (kind, id) => this.readRow(kind, id),
+        (kind, ids) => this.readRows(kind, ids),
+      );
+    const { rowCache } = this;
+    if (!rowCache || !this.db.readSync) return undefined;
+    return new ReadBatches(
+      (kind, id) => this.readRowKept(kind, id),
+      async (kind, ids) => this.readRowsKept(rowCache, kind, ids),
+    );
   }
 
   /**
@@ -145,15 +159,34 @@ export class ObjectStore {
   }
 
   async get(type: ObjectType, id: string): Promise<StoredObject | undefined> {
-    if (this.reads) {
-      const row = await this.reads.get(type.kind, id);
-      return row && toStored(row);
-    }
-    const cached = this.rowCache?.lookup(type.kind, id);
-    if (cached?.row) return toStored(cached.row);
-    const row = await this.readRow(type.kind, id);
-    if (row && cached) this.rowCache?.keep(type.kind, id, row, cached.at);
+    const row = this.reads ? await this.reads.get(type.kind, id) : await this.readRow(type.kind, id);
     return row && toStored(row);
+  }
+
+  /** SQLite: one object's row, from the row cache when nothing was committed since it was kept. */
+  private async readRowKept(kind: string, id: string): Promise<StoredRow | undefined> {
+    const cached = this.rowCache?.lookup(kind, id);
+    if (cached?.row) return cached.row;
+    const row = await this.readRow(kind, id);
+    if (row && cached) this.rowCache?.keep(kind, id, row, cached.at);
+    return row;
+  }
+
+  /**
+   * SQLite: the rows of those of `ids` that exist, asking once whether anything was committed
+   * (rowcache.ts) and reading the rows not kept in one statement.
+   */
+  private readRowsKept(cache: RowCache<StoredRow>, kind: string, ids: string[]) {
+    const { rows: kept, at } = cache.lookupMany(kind, ids);
+    const missing = ids.filter((id) => !kept.has(id));
+    const read = missing.length
+      ? (this.db.readSync as NonNullable<Db['readSync']>)<StoredRow>(
+          'SELECT id, data, etag, create_time, modify_time FROM objects WHERE type = ? AND id IN (SELECT value FROM json_each(?))',
+          [kind, JSON.stringify(missing)],
+        )
+      : [];
+    for (const row of read) cache.keep(kind, row.id, row, at);
+    return [...kept.values(), ...read];
   }
 
   /** One object's stored row. */

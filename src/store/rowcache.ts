@@ -28,6 +28,25 @@ export class RowCache<Row> {
     return { row: this.rows.get(`${kind}\u0000${id}`), at };
   }
 
+  /**
+   * The rows of `ids` when nothing has been committed since they were read, asking the database
+   * once for all of them; `at` is for `keep`.
+   */
+  lookupMany(kind: string, ids: readonly string[]): { rows: Map<string, Row>; at: number } {
+    const at = this.readVersion();
+    const rows = new Map<string, Row>();
+    if (at !== this.version) {
+      this.rows.clear();
+      this.version = at;
+      return { rows, at };
+    }
+    for (const id of ids) {
+      const row = this.rows.get(`${kind}\u0000${id}`);
+      if (row !== undefined) rows.set(id, row);
+    }
+    return { rows, at };
+  }
+
   /** Keeps a row read after `lookup` answered `at`, unless a commit has been seen since. */
   keep(kind: string, id: string, row: Row, at: number): void {
     if (at !== this.version) return;

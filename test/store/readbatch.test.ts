@@ -7,7 +7,8 @@ import { MAX_IDS_PER_READ, ReadBatches } from '../../src/store/readbatch.js';
 import { backends, freshStore } from '../helpers.js';
 
 /*
- * Reads by ID of one turn of the event loop go to PostgreSQL together (src/store/readbatch.ts).
+ * Reads by ID of one turn of the event loop are answered together (src/store/readbatch.ts): on
+ * PostgreSQL in one statement, on SQLite with one question to the row cache and one statement.
  * What must hold: each read gets exactly its own object (never another's, whatever its ID holds),
  * a missing one is missing, a read sees every write answered before it was asked, and a failed
  * statement fails only the reads it carried.
@@ -95,14 +96,14 @@ describe('ReadBatches', () => {
   });
 });
 
-describe.skipIf(!backends().includes('postgres'))('reads by ID gathered on PostgreSQL', () => {
+describe.each(backends())('reads by ID gathered on %s', (backend) => {
   let store: ObjectStore;
   let cleanup: () => Promise<void>;
   let users: { id: string; etag: string }[];
   let group: { id: string };
 
   beforeAll(async () => {
-    ({ store, cleanup } = await freshStore('postgres'));
+    ({ store, cleanup } = await freshStore(backend));
     users = [];
     for (let i = 0; i < 40; i++) {
       const { obj } = await store.create(User, { Email: `reader${i}@example.com` });
@@ -127,6 +128,7 @@ describe.skipIf(!backends().includes('postgres'))('reads by ID gathered on Postg
     `${real[0]}x`,
     'ünïcödé',
     // PostgreSQL's text cannot hold NUL: sent with the others, it would fail their statement.
+    // SQLite compares text up to a NUL in some paths: such an ID must not find the object either.
     '\u0000',
     `${real[0]}\u0000`,
   ];

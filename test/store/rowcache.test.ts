@@ -136,6 +136,35 @@ describe('the row cache of SQLite reads', () => {
     );
   });
 
+  it('reads gathered in one turn ask once and read the rows not kept in one statement, and see the other connection’s commits', async () => {
+    const ids: string[] = [];
+    for (let i = 0; i < 5; i++) ids.push((await a.create(Group, { Description: `g${i}` })).obj.id);
+    const all = async () => Promise.all(ids.map((id) => name(a, id)));
+    const reads = vi.spyOn(a.db, 'readSync');
+    try {
+      expect(await all()).toEqual(['g0', 'g1', 'g2', 'g3', 'g4']);
+      expect(reads).toHaveBeenCalledTimes(1);
+      expect(await all()).toEqual(['g0', 'g1', 'g2', 'g3', 'g4']);
+      expect(reads).toHaveBeenCalledTimes(1);
+      await rename(b, ids[2] as string, 'renamed there');
+      reads.mockClear();
+      expect(await all()).toEqual(['g0', 'g1', 'renamed there', 'g3', 'g4']);
+      expect(reads).toHaveBeenCalledTimes(1);
+    } finally {
+      reads.mockRestore();
+    }
+    // A commit elsewhere while the gathered rows are read: they answer the reads asked before it,
+    // and are not kept for the reads after it.
+    const restore = onNextRead(ids[4] as string, 'meanwhile');
+    try {
+      await rename(a, ids[0] as string, 'here');
+      expect(await all()).toEqual(['here', 'g1', 'renamed there', 'g3', 'g4']);
+    } finally {
+      restore();
+    }
+    expect(await all()).toEqual(['here', 'g1', 'renamed there', 'g3', 'meanwhile']);
+  });
+
   it('starts again empty when full', () => {
     let version = 1;
     const cache = new RowCache<string>(() => version);
