@@ -1,6 +1,14 @@
 /** The most IDs one statement asks for; a larger gathering is read in several. */
 export const MAX_IDS_PER_READ = 200;
 
+/**
+ * How many microtask hops after a gathering is answered a read asked by the code it resumed is
+ * still answered at once (`sweep`): a request that reads one object after another (an access
+ * check: a group, then its membership, then the next group) asks its next read a few hops after
+ * its last one was answered.
+ */
+export const SWEEP_HOPS = 32;
+
 interface Waiter<R> {
   resolve: (row: R | undefined) => void;
   reject: (err: unknown) => void;
@@ -18,6 +26,12 @@ interface Waiter<R> {
  *   read of the wal-index header, rowcache.ts). The reads of a turn ask once, and the rows not
  *   kept are read in one statement. Measured, GET /users/:id ran 1.5 times as fast, more than
  *   the question alone cost (docs/benchmarks.md).
+ *
+ * A read asked by the code that a gathering's answer resumed (the next read of a request that reads
+ * one object after another) does not wait for the next turn: for a few microtask hops after each
+ * answer (SWEEP_HOPS) such reads are sent at once, gathered as they come. Without this, each read
+ * of such a chain waited a whole turn of the event loop, which under load is a poll of every
+ * socket: an access check over ten groups beside 32 connections of GETs took 23 ms instead of 2.
  *
  * Every read is answered from what the database held after it was asked for, so it sees every
  * write committed before that (a client's own write included, answered only once committed);
@@ -56,6 +70,11 @@ export class ReadBatches<R extends { id: string }> {
 
   private flush() {
     this.scheduled = false;
+    this.send();
+  }
+
+  /** Sends what is gathered; `flush` of the turn, or a sweep after an answer. */
+  private send() {
     const gathered = this.pending;
     this.pending = new Map();
     for (const [kind, byId] of gathered) {
@@ -71,12 +90,25 @@ export class ReadBatches<R extends { id: string }> {
           (found) => {
             const byRowId = new Map(found.map((row) => [row.id, row]));
             for (const id of part) for (const w of byId.get(id) ?? []) w.resolve(byRowId.get(id));
+            this.sweep(SWEEP_HOPS);
           },
           (err: unknown) => {
             for (const id of part) for (const w of byId.get(id) ?? []) w.reject(err);
+            this.sweep(SWEEP_HOPS);
           },
         );
       }
     }
+  }
+
+  /**
+   * Sends the reads asked meanwhile, checking once per microtask hop for `hops` hops: the code an
+   * answer resumed runs in those hops. The turn's flush, still scheduled, then finds them gone.
+   */
+  private sweep(hops: number) {
+    queueMicrotask(() => {
+      if (this.pending.size > 0) this.send();
+      else if (hops > 1) this.sweep(hops - 1);
+    });
   }
 }

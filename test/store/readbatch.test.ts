@@ -72,6 +72,27 @@ describe('ReadBatches', () => {
     ]);
   });
 
+  it('a chain of reads, each asked when the last was answered, does not wait a turn of the event loop for each', async () => {
+    const { batches, calls } = recorded(table);
+    let turns = 0;
+    let counting = true;
+    const count = () =>
+      setImmediate(() => {
+        turns++;
+        if (counting) count();
+      });
+    count();
+    // As a request reading one object after another does, through layers of async functions.
+    const through = async (id: string) => (await (async () => batches.get('User', id))())?.v;
+    const seen: (string | undefined)[] = [];
+    for (let i = 0; i < 12; i++) seen.push(await through(i % 2 ? 'a' : 'b'));
+    counting = false;
+    expect(seen).toEqual(Array.from({ length: 12 }, (_, i) => (i % 2 ? 'user a' : 'user b')));
+    expect(calls).toHaveLength(12);
+    // The first read waits for its turn's end; the others are sent as they are asked.
+    expect(turns).toBeLessThanOrEqual(2);
+  });
+
   it(`splits a gathering larger than ${MAX_IDS_PER_READ} IDs`, async () => {
     const { batches, calls } = recorded(table);
     const ids = Array.from({ length: MAX_IDS_PER_READ * 2 + 1 }, (_, i) => `n${i}`);
