@@ -17,7 +17,8 @@ interface Waiter<R> {
 /**
  * Reads of single objects by ID that arrive in one turn of the event loop are answered together,
  * in the turn's check phase (setImmediate), one gathering per type; a read that arrives alone is
- * answered by `one`, the others by `many`.
+ * answered by `one`, the others by `many`. The same serves PostgreSQL's session lookups by token
+ * (src/auth/session/rows.ts), keyed by the token's hash.
  *
  * - PostgreSQL: a read by ID cost the service a round trip, and most of its CPU went to that round
  *   trip's system calls and the driver's handling of one statement, not to the row. The reads of a
@@ -38,13 +39,15 @@ interface Waiter<R> {
  * reads are not in transactions, so nothing else about their timing is promised. A statement that
  * fails fails every read it carried, each of which answers as a failed read always did (503).
  */
-export class ReadBatches<R extends { id: string }> {
+export class ReadBatches<R> {
   private pending = new Map<string, Map<string, Waiter<R>[]>>();
   private scheduled = false;
 
+  /** `keyOf`: the key a row was asked for by (default: its `id`). */
   constructor(
     private readonly one: (kind: string, id: string) => Promise<R | undefined>,
     private readonly many: (kind: string, ids: string[]) => Promise<R[]>,
+    private readonly keyOf: (row: R) => string = (row) => (row as { id: string }).id,
   ) {}
 
   get(kind: string, id: string): Promise<R | undefined> {
@@ -88,7 +91,7 @@ export class ReadBatches<R extends { id: string }> {
             : this.many(kind, part);
         rows.then(
           (found) => {
-            const byRowId = new Map(found.map((row) => [row.id, row]));
+            const byRowId = new Map(found.map((row) => [this.keyOf(row), row]));
             for (const id of part) for (const w of byId.get(id) ?? []) w.resolve(byRowId.get(id));
             this.sweep(SWEEP_HOPS);
           },

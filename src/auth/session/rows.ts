@@ -1,4 +1,5 @@
-import type { Kysely } from 'kysely';
+import { type Kysely, sql } from 'kysely';
+import { ReadBatches } from '../../store/readbatch.js';
 import type { ServiceContext } from '../../store/service.js';
 import { TRUSTED_DEVICES } from '../throttle.js';
 import { type AuthTables, authDb, authQuery, type SessionsTable } from './db.js';
@@ -12,7 +13,7 @@ type Db = Pick<ServiceContext, 'db'>;
 export const insertSessionRow = (ctx: Db, row: SessionsTable) =>
   authQuery(ctx, 'session.insert', (db, v) => db.insertInto('sessions').values(v), row);
 
-export async function sessionRowByToken(ctx: Db, hash: string): Promise<SessionsTable | undefined> {
+const oneByToken = async (ctx: Db, hash: string) => {
   const { rows } = await authQuery(
     ctx,
     'session.byToken',
@@ -20,6 +21,34 @@ export async function sessionRowByToken(ctx: Db, hash: string): Promise<Sessions
     { hash },
   );
   return rows[0] as SessionsTable | undefined;
+};
+
+// module-state: per database handle, the gathering of session reads by token (PostgreSQL); gone with the handle.
+const byTokenReads = new WeakMap<ServiceContext['db'], ReadBatches<SessionsTable>>();
+
+/**
+ * The session whose token hashes to `hash`. On PostgreSQL the lookups of one turn of the event
+ * loop go to the database as one statement (src/store/readbatch.ts): every request authenticated
+ * by a session cookie makes one, and its round trip, not the row, was most of its cost.
+ */
+export async function sessionRowByToken(ctx: Db, hash: string): Promise<SessionsTable | undefined> {
+  if (ctx.db.dialect !== 'postgres') return oneByToken(ctx, hash);
+  let reads = byTokenReads.get(ctx.db);
+  if (!reads) {
+    const handle = { db: ctx.db };
+    reads = new ReadBatches<SessionsTable>(
+      (_, h) => oneByToken(handle, h),
+      async (_, hashes) =>
+        (await authDb(handle)
+          .selectFrom('sessions')
+          .selectAll()
+          .where(sql<boolean>`token_hash = ANY(${hashes}::text[])`)
+          .execute()) as SessionsTable[],
+      (row) => row.token_hash,
+    );
+    byTokenReads.set(ctx.db, reads);
+  }
+  return reads.get('sessions', hash);
 }
 
 /** The row by ID; in `tx`, locked until its end on PostgreSQL (SQLite runs one writer at a time). */
