@@ -115,7 +115,7 @@ export class ObjectStore {
     const { rowCache } = this;
     if (!rowCache || !this.db.readSync) return undefined;
     return new ReadBatches(
-      (kind, id) => this.readRowKept(kind, id),
+      (kind, id) => this.readRowKept(rowCache, kind, id),
       async (kind, ids) => this.readRowsKept(rowCache, kind, ids),
     );
   }
@@ -164,11 +164,11 @@ export class ObjectStore {
   }
 
   /** SQLite: one object's row, from the row cache when nothing was committed since it was kept. */
-  private async readRowKept(kind: string, id: string): Promise<StoredRow | undefined> {
-    const cached = this.rowCache?.lookup(kind, id);
-    if (cached?.row) return cached.row;
+  private async readRowKept(cache: RowCache<StoredRow>, kind: string, id: string) {
+    const cached = cache.lookup(kind, id);
+    if (cached.row) return cached.row;
     const row = await this.readRow(kind, id);
-    if (row && cached) this.rowCache?.keep(kind, id, row, cached.at);
+    if (row) cache.keep(kind, id, row, cached.at);
     return row;
   }
 

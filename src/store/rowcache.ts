@@ -17,14 +17,19 @@ export class RowCache<Row> {
 
   constructor(private readonly readVersion: () => number) {}
 
-  /** The row when nothing has been committed since it was read; `at` is for `keep`. */
-  lookup(kind: string, id: string): { row: Row | undefined; at: number } {
+  /** Asks the database whether anything was committed since the last question; empties the cache if so. */
+  private current(): number {
     const at = this.readVersion();
     if (at !== this.version) {
       this.rows.clear();
       this.version = at;
-      return { row: undefined, at };
     }
+    return at;
+  }
+
+  /** The row when nothing has been committed since it was read; `at` is for `keep`. */
+  lookup(kind: string, id: string): { row: Row | undefined; at: number } {
+    const at = this.current();
     return { row: this.rows.get(`${kind}\u0000${id}`), at };
   }
 
@@ -33,13 +38,8 @@ export class RowCache<Row> {
    * once for all of them; `at` is for `keep`.
    */
   lookupMany(kind: string, ids: readonly string[]): { rows: Map<string, Row>; at: number } {
-    const at = this.readVersion();
+    const at = this.current();
     const rows = new Map<string, Row>();
-    if (at !== this.version) {
-      this.rows.clear();
-      this.version = at;
-      return { rows, at };
-    }
     for (const id of ids) {
       const row = this.rows.get(`${kind}\u0000${id}`);
       if (row !== undefined) rows.set(id, row);
