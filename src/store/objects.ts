@@ -4,7 +4,7 @@
 // it public across files. What a stored object is (stored.ts), the list SQL (listread.ts), what
 // a write takes from its type's declaration (typerules.ts) and how PostgreSQL writers run side by
 // side (pgwrite.ts) stand apart.
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { type Compilable, CompiledQuery, type Kysely, sql, type Transaction } from 'kysely';
 import { ApiError } from '../core/errors.js';
@@ -31,6 +31,7 @@ import { ReadBatches } from './readbatch.js';
 import { RowCache } from './rowcache.js';
 import {
   etagMatches,
+  newEtag,
   newId,
   parseSecret,
   type StoredObject,
@@ -40,7 +41,7 @@ import {
   toStoredWithSecret,
 } from './stored.js';
 import { allWritable, checkRefs, keysOf, prepare, writeKeys } from './typerules.js';
-import { WriteBatches } from './writebatch.js';
+import { type AppendedRow, AppendOnlyTable, WriteBatches } from './writebatch.js';
 
 export type { ListPage } from './listread.js';
 export { CHANGES_CHANNEL } from './pgwrite.js';
@@ -58,6 +59,24 @@ export interface Change extends LogPosition {
 type Tx = Transaction<Database>;
 
 export { alteredObject } from './notifier.js';
+
+/** SQLite's change log and audit trail: appended at a write batch's end (writebatch.ts). */
+const SQLITE_CHANGES = new AppendOnlyTable('changes', ['type', 'id', 'data', 'etag', 'time']);
+const SQLITE_AUDIT_TRAIL = new AppendOnlyTable('audit_trail', ['type', 'id', 'data', 'time']);
+
+/**
+ * A SQLite write's change-log rows, in order (one writer at a time, so sequence numbers commit in
+ * that order), and its request's audit row, carried by the first change.
+ */
+function sqliteLogRows(changes: readonly PendingChange[]): AppendedRow[] {
+  const rows: AppendedRow[] = changes.map((c) => ({
+    into: SQLITE_CHANGES,
+    values: [c.type, c.id, c.data, c.etag, c.time],
+  }));
+  const audit = changes[0]?.audit;
+  if (audit) rows.push({ into: SQLITE_AUDIT_TRAIL, values: [audit.type, audit.id, audit.data, audit.time] });
+  return rows;
+}
 
 /**
  * The object repository: every type is stored the same way, every write appends to the change
@@ -649,18 +668,8 @@ export class ObjectStore {
         );
     } else {
       if (!this.batches) throw new Error('a SQLite store without its writer');
-      result = await this.batches.run(async (tx) => {
-        const r = await run(tx);
-        for (const c of changes) await this.appendChange(tx, c);
-        const row = changes[0]?.audit;
-        if (row)
-          await this.run(
-            'INSERT INTO audit_trail (type, id, data, time) VALUES (?, ?, ?, ?)',
-            [row.type, row.id, row.data, row.time],
-            tx,
-          );
-        return r;
-      });
+      // The change log's rows and the audit row go in at the batch's end (writebatch.ts).
+      result = await this.batches.run(run, () => sqliteLogRows(changes));
     }
     this.commits.emit('commit', altered.kinds, altered.objects);
     // Answered once the other instances have been told, where they cache what changed (notifier.ts).
@@ -732,23 +741,13 @@ export class ObjectStore {
     now: number,
     object?: Pick<PendingChange, 'object' | 'createTime' | 'secret'>,
   ): string {
-    const etag = `"${randomBytes(12).toString('base64url')}"`;
+    const etag = newEtag();
     const pending = this.pending.get(tx);
     if (!pending) throw new Error('a change outside a write transaction');
     const cached = type.cachedElsewhere;
     const prompt = cached === 'all' || (cached === 'changes' && object?.object !== 'insert');
     pending.push({ type: type.kind, id, data, etag, time: now, ...object, ...(prompt ? { prompt } : {}) });
     return etag;
-  }
-
-  /** SQLite's change-log append: one writer at a time, so sequence numbers commit in order. */
-  private async appendChange(tx: Tx, c: PendingChange) {
-    await this.fixed(
-      'logChange',
-      () => this.k.insertInto('changes').values({ type: '', id: '', data: '', etag: '', time: 0 }),
-      [c.type, c.id, c.data, c.etag, c.time],
-      tx,
-    );
   }
 
   private async insert(tx: Tx, type: ObjectType, id: string, doc: Doc, secret: Doc): Promise<StoredObject> {

@@ -6,7 +6,7 @@ import { ApiError } from '../../src/core/errors.js';
 import { Group } from '../../src/objects/group.js';
 import type { Database, Db } from '../../src/store/db.js';
 import { staleSnapshot } from '../../src/store/otherwriters.js';
-import { WriteBatches } from '../../src/store/writebatch.js';
+import { AppendOnlyTable, WriteBatches } from '../../src/store/writebatch.js';
 import { freshStore, readLog } from '../helpers.js';
 
 /*
@@ -192,6 +192,69 @@ describe('SQLite writes of one turn share a transaction', () => {
     expect(read?.rows).toEqual([{ k: 'old' }]);
   });
 
+  describe('rows appended to a log table', () => {
+    const log = new AppendOnlyTable('log', ['v']);
+    beforeEach(async () => {
+      await sql`CREATE TABLE log (seq INTEGER PRIMARY KEY AUTOINCREMENT, v TEXT CHECK (v <> 'poison'))`.execute(
+        db.kysely,
+      );
+    });
+    const logged = () => db.readSync?.<{ v: string }>('SELECT v FROM log ORDER BY seq', []).map((r) => r.v);
+    /** A write of `k` that appends `v` to the log; `fail` refuses it after its statement. */
+    const putLogged = (k: string, v = k, fail = false) =>
+      batches.run(
+        async (tx) => {
+          await put(k)(tx);
+          // The rows of the writes before this one, kept by the batch, are not in the table yet.
+          const { rows } = await sql<{ n: number }>`SELECT count(*) AS n FROM log`.execute(tx);
+          if (Number(rows[0]?.n) !== 0) throw new Error('a log row went in before the batch ended');
+          if (fail) throw new Error('refused after writing');
+        },
+        () => [{ into: log, values: [v] }],
+      );
+
+    it('go in at the batch end, in the order the writes ended; an undone write leaves none', async () => {
+      const results = await Promise.allSettled([
+        putLogged('a'),
+        putLogged('b'),
+        putLogged('c', 'c', true),
+        putLogged('d'),
+        // A statement that fails by itself (a duplicate key): no row either.
+        putLogged('a', 'a again'),
+        putLogged('e'),
+      ]);
+      expect(results.map((r) => r.status)).toEqual([
+        'fulfilled',
+        'fulfilled',
+        'rejected',
+        'fulfilled',
+        'rejected',
+        'fulfilled',
+      ]);
+      expect(counter.began).toBe(1);
+      expect(committed()).toEqual(['a', 'b', 'd', 'e']);
+      expect(logged()).toEqual(['a', 'b', 'd', 'e']);
+    });
+
+    it('fail every write of the batch when they cannot go in, and the next batch starts clean', async () => {
+      const results = await Promise.allSettled([putLogged('a'), putLogged('b', 'poison'), putLogged('c')]);
+      expect(results.map((r) => r.status)).toEqual(['rejected', 'rejected', 'rejected']);
+      for (const r of results) expect(String((r as PromiseRejectedResult).reason)).toMatch(/CHECK/);
+      expect(committed()).toEqual([]);
+      expect(logged()).toEqual([]);
+      await putLogged('after');
+      expect(committed()).toEqual(['after']);
+      expect(logged()).toEqual(['after']);
+    });
+
+    it('go in whole and in order when a batch holds more than one statement takes', async () => {
+      const keys = Array.from({ length: 250 }, (_, i) => `k${String(i).padStart(3, '0')}`);
+      await Promise.all(keys.map((k) => putLogged(k)));
+      expect(counter.began).toBe(1);
+      expect(logged()).toEqual(keys);
+    });
+  });
+
   it('takes writes in the order they came, each seeing those before it', async () => {
     const seen: number[] = [];
     await Promise.all(
@@ -250,6 +313,8 @@ describe('the store on SQLite, writes issued together, against a serial model', 
               const changedThisRound = new Set<number>();
               const expected: (number | string)[] = [];
               const changedIds: string[] = [];
+              // The objects the writes that succeed change, in the order issued: the log's order.
+              const loggedOrder: (() => string)[] = [];
               const taken = (name: string, except?: number) =>
                 slots.some((s, i) => i !== except && s.name?.toLowerCase() === name.toLowerCase());
               const calls = round.map((o) => {
@@ -261,6 +326,7 @@ describe('the store on SQLite, writes issued together, against a serial model', 
                     const slot = slots.length;
                     slots.push({ id: '', name: o.name });
                     changedThisRound.add(slot);
+                    loggedOrder.push(() => (slots[slot] as Slot).id);
                     return p.then((r) => {
                       (slots[slot] as Slot).id = r.obj.id;
                       return 201;
@@ -280,6 +346,7 @@ describe('the store on SQLite, writes issued together, against a serial model', 
                   slot.name = undefined;
                   changedThisRound.add(o.slot);
                   changedIds.push(slot.id);
+                  loggedOrder.push(() => slot.id);
                 } else if (taken(o.name, o.slot)) expected.push(409);
                 else if (slot.name === o.name) expected.push('unchanged');
                 else {
@@ -287,6 +354,7 @@ describe('the store on SQLite, writes issued together, against a serial model', 
                   slot.name = o.name;
                   changedThisRound.add(o.slot);
                   changedIds.push(slot.id);
+                  loggedOrder.push(() => slot.id);
                 }
                 if (o.op === 'delete') return store.delete(Group, id, etag).then(() => 204);
                 return store
@@ -305,6 +373,7 @@ describe('the store on SQLite, writes issued together, against a serial model', 
               const log = await readLog(store);
               const created = outcomes.filter((o) => o === 201).length;
               expect(log.length - logged).toBe(created + changedIds.length);
+              expect(log.slice(logged).map((c) => c.id)).toEqual(loggedOrder.map((id) => id()));
               logged = log.length;
             }
           } finally {
