@@ -13,6 +13,21 @@ import type { Database } from './db.js';
 
 type Tx = Transaction<Database>;
 
+// module-state: each type's reference fields, found once (a type's fields never change).
+const REF_FIELDS = new WeakMap<ObjectType, readonly (readonly [string, string])[]>();
+
+/** A type's reference fields: [field name, the type its values name]. */
+function refFieldsOf(type: ObjectType): readonly (readonly [string, string])[] {
+  let refs = REF_FIELDS.get(type);
+  if (!refs) {
+    refs = Object.entries(type.fields).flatMap(([name, field]) =>
+      (field.kind === 'string' || field.kind === 'strings') && field.ref ? [[name, field.ref] as const] : [],
+    );
+    REF_FIELDS.set(type, refs);
+  }
+  return refs;
+}
+
 /**
  * Reference fields must name existing objects; unchanged values are not re-checked. With
  * `lockRows` (PostgreSQL, where writers run concurrently) each named object is read FOR KEY SHARE,
@@ -25,8 +40,7 @@ export async function checkRefs(
   previous: Doc | undefined,
   lockRows = false,
 ) {
-  for (const [name, field] of Object.entries(type.fields)) {
-    if ((field.kind !== 'string' && field.kind !== 'strings') || !field.ref) continue;
+  for (const [name, ref] of refFieldsOf(type)) {
     const value = doc[name];
     const ids = (Array.isArray(value) ? value : [value]).filter(
       (v): v is string => typeof v === 'string' && v !== '',
@@ -35,10 +49,9 @@ export async function checkRefs(
     const old = new Set(Array.isArray(before) ? before : [before]);
     for (const id of ids) {
       if (old.has(id)) continue;
-      const q = tx.selectFrom('objects').select('id').where('type', '=', field.ref).where('id', '=', id);
+      const q = tx.selectFrom('objects').select('id').where('type', '=', ref).where('id', '=', id);
       const found = await (lockRows ? q.forKeyShare() : q).executeTakeFirst();
-      if (!found)
-        throw new ApiError('InvalidField', `${name}: ${field.ref} ${id} does not exist`, { field: name });
+      if (!found) throw new ApiError('InvalidField', `${name}: ${ref} ${id} does not exist`, { field: name });
     }
   }
 }

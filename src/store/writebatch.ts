@@ -7,10 +7,24 @@ import { anotherProcessWrote } from './otherwriters.js';
  * log, the audit trail): its rows wait for the batch's end and go in together (WriteBatches).
  */
 export class AppendOnlyTable {
+  /** The INSERT of n rows, by n: built once for each size a batch has had. */
+  readonly #inserts = new Map<number, string>();
+
   constructor(
     readonly name: string,
     readonly columns: readonly string[],
   ) {}
+
+  /** The statement that inserts `rows` rows. */
+  insertOf(rows: number): string {
+    let text = this.#inserts.get(rows);
+    if (text === undefined) {
+      const row = `(${this.columns.map(() => '?').join(', ')})`;
+      text = `INSERT INTO ${this.name} (${this.columns.join(', ')}) VALUES ${Array(rows).fill(row).join(', ')}`;
+      this.#inserts.set(rows, text);
+    }
+    return text;
+  }
 }
 
 /** A row a write appends to an append-only table, its values in the table's column order. */
@@ -152,13 +166,11 @@ export class WriteBatches {
   /** Inserts the rows the batch's writes appended, a table at a time, in their order. */
   private insertAppended(batch: Batch) {
     for (const [table, rows] of batch.appended) {
-      const row = `(${table.columns.map(() => '?').join(', ')})`;
       for (let at = 0; at < rows.length; at += APPENDED_ROWS_PER_STATEMENT) {
         const part = rows.slice(at, at + APPENDED_ROWS_PER_STATEMENT);
-        this.db.writeSync(
-          `INSERT INTO ${table.name} (${table.columns.join(', ')}) VALUES ${part.map(() => row).join(', ')}`,
-          part.flatMap((r) => r.values),
-        );
+        const values: unknown[] = [];
+        for (const r of part) for (const v of r.values) values.push(v);
+        this.db.writeSync(table.insertOf(part.length), values);
       }
     }
     batch.appended.clear();
