@@ -62,8 +62,8 @@ interface Batch {
  * the batch ends, then inserted together just before COMMIT, in the order the writes ended. A
  * savepoint copies each page it first changes to SQLite's sub-journal, so a change-log row and an
  * audit row written inside one cost their pages' copy for every write; measured with SQLite alone,
- * 16 writes of a user, its change and its audit row per transaction: 28-29 µs a write inside the
- * savepoint, 19-20 outside (docs/benchmarks.md, "Log rows at the batch's end"). A write rolled
+ * 16 writes of a user, its change and its audit row per transaction: 27-29 µs a write inside the
+ * savepoint, 19-22 outside (docs/benchmarks.md, "Log rows at the batch's end"). A write rolled
  * back to its savepoint never hands its rows over; a failed insert of them fails the batch as a
  * failed COMMIT does.
  */
