@@ -1,6 +1,8 @@
 /**
- * A row of the audit trail that a write's own statement inserts (src/api/auditentry.ts drafts
- * it): the request's entry, committed with the write or not at all, at no extra round trip.
+ * A row of the audit trail that goes in with a write (src/api/auditentry.ts drafts it): the
+ * request's entry, committed with the write or not at all, at no extra round trip. On PostgreSQL
+ * the write's own final statement inserts it (pgwrite.ts); on SQLite the write's batch does, with
+ * the change log's rows, just before its COMMIT (writebatch.ts).
  */
 export interface AuditRow {
   type: string;

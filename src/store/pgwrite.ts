@@ -56,7 +56,10 @@ export interface PendingChange {
   secret?: string | null;
   /** Other instances cache what this change touches (ObjectType.cachedElsewhere): tell them before answering. */
   prompt?: boolean;
-  /** The audit trail's row of the request that made the write, inserted by the same statement. */
+  /**
+   * The audit trail's row of the request that made the write: inserted by the same statement on
+   * PostgreSQL, by the write's batch on SQLite (writebatch.ts).
+   */
   audit?: AuditRow;
 }
 
