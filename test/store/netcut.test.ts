@@ -165,7 +165,11 @@ describe.skipIf(!backends().includes('postgres'))('a network cut between the ser
     expect(health?.status).toBe(503);
     // A statement waits at most the timeout; a new connection at most the connect timeout.
     expect(health?.ms).toBeLessThan(CONNECT_TIMEOUT_MS + 2_000);
-    await checkAfterFault(s, key, outcomes, subscriber, CONNECT_TIMEOUT_MS + 2_000);
+    // A write in flight when the link was cut may be answered 201 once it heals (its statement
+    // arrived then and committed): held past the statement timeout, it felt the cut too. Here, 7
+    // or 8 writes of a run are answered so beside 8 refusals; a CI run on a loaded machine once
+    // had no 503 at all, every answer a 201 within the bound.
+    await checkAfterFault(s, key, outcomes, subscriber, CONNECT_TIMEOUT_MS + 2_000, TIMEOUT_S * 1000);
   }, 90_000);
 });
 
