@@ -7,7 +7,7 @@ import { anotherProcessWrote } from './otherwriters.js';
  * log, the audit trail): its rows wait for the batch's end and go in together (WriteBatches).
  */
 export class AppendOnlyTable {
-  /** The INSERT of n rows, by n: built once for each size a batch has had. */
+  /** The INSERT of n rows, by n: built once for each size used. */
   readonly #inserts = new Map<number, string>();
 
   constructor(
@@ -33,8 +33,13 @@ export interface AppendedRow {
   readonly values: readonly unknown[];
 }
 
-/** Rows per statement when a batch's appended rows go in: well under SQLite's 32,766 variables. */
-const APPENDED_ROWS_PER_STATEMENT = 100;
+/**
+ * The most rows one statement inserts when a batch's appended rows go in (well under SQLite's
+ * 32,766 variables). Statements take a power of two of rows up to this, largest first, so a table
+ * has at most seven statement texts whatever the batch sizes: the writer's statement cache
+ * (db.ts) keeps them rather than filling with a text per size.
+ */
+const APPENDED_ROWS_PER_STATEMENT = 64;
 
 interface Batch {
   trx: ControlledTransaction<Database>;
@@ -166,11 +171,13 @@ export class WriteBatches {
   /** Inserts the rows the batch's writes appended, a table at a time, in their order. */
   private insertAppended(batch: Batch) {
     for (const [table, rows] of batch.appended) {
-      for (let at = 0; at < rows.length; at += APPENDED_ROWS_PER_STATEMENT) {
-        const part = rows.slice(at, at + APPENDED_ROWS_PER_STATEMENT);
+      for (let at = 0; at < rows.length; ) {
+        let size = APPENDED_ROWS_PER_STATEMENT;
+        while (size > rows.length - at) size /= 2;
         const values: unknown[] = [];
-        for (const r of part) for (const v of r.values) values.push(v);
-        this.db.writeSync(table.insertOf(part.length), values);
+        for (let i = at; i < at + size; i++) for (const v of (rows[i] as AppendedRow).values) values.push(v);
+        this.db.writeSync(table.insertOf(size), values);
+        at += size;
       }
     }
     batch.appended.clear();

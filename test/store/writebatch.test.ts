@@ -39,6 +39,8 @@ describe('SQLite writes of one turn share a transaction', () => {
   let cleanup: () => Promise<void>;
   let batches: WriteBatches;
   let counter: { began: number };
+  /** The number of rows of each INSERT into the test's log table, in order. */
+  let logInserts: number[];
 
   beforeEach(async () => {
     ({ db, cleanup } = await freshStore('sqlite'));
@@ -51,7 +53,14 @@ describe('SQLite writes of one turn share a transaction', () => {
     counter = wrapped.counter;
     const writeSync = db.writeSync;
     if (!writeSync) throw new Error('a SQLite Db has writeSync');
-    batches = new WriteBatches({ ...wrapped.db, writeSync });
+    logInserts = [];
+    batches = new WriteBatches({
+      ...wrapped.db,
+      writeSync: (text, params) => {
+        if (text.startsWith('INSERT INTO log ')) logInserts.push(params.length);
+        return writeSync(text, params);
+      },
+    });
   });
   afterEach(async () => {
     await cleanup();
@@ -205,9 +214,11 @@ describe('SQLite writes of one turn share a transaction', () => {
       batches.run(
         async (tx) => {
           await put(k)(tx);
-          // The rows of the writes before this one, kept by the batch, are not in the table yet.
+          // The rows of the writes before this one, kept by the batch, are not in the table yet:
+          // inside the batch it holds what is committed, no more.
           const { rows } = await sql<{ n: number }>`SELECT count(*) AS n FROM log`.execute(tx);
-          if (Number(rows[0]?.n) !== 0) throw new Error('a log row went in before the batch ended');
+          if (Number(rows[0]?.n) !== logged()?.length)
+            throw new Error('a log row went in before the batch ended');
           if (fail) throw new Error('refused after writing');
         },
         () => [{ into: log, values: [v] }],
@@ -252,6 +263,18 @@ describe('SQLite writes of one turn share a transaction', () => {
       await Promise.all(keys.map((k) => putLogged(k)));
       expect(counter.began).toBe(1);
       expect(logged()).toEqual(keys);
+      // Powers of two, largest first: a few statement texts, whatever the sizes of batches.
+      expect(logInserts).toEqual([64, 64, 64, 32, 16, 8, 2]);
+    });
+
+    it('take one statement for a batch of a power of two, and one per set bit otherwise', async () => {
+      const write = (n: number, from: number) =>
+        Promise.all(Array.from({ length: n }, (_, i) => putLogged(`k${from + i}`)));
+      await write(16, 0);
+      expect(logInserts).toEqual([16]);
+      await write(13, 100);
+      expect(logInserts).toEqual([16, 8, 4, 1]);
+      expect(logged()).toHaveLength(29);
     });
   });
 
