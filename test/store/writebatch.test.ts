@@ -263,18 +263,20 @@ describe('SQLite writes of one turn share a transaction', () => {
       await Promise.all(keys.map((k) => putLogged(k)));
       expect(counter.began).toBe(1);
       expect(logged()).toEqual(keys);
-      // Powers of two, largest first: a few statement texts, whatever the sizes of batches.
-      expect(logInserts).toEqual([64, 64, 64, 32, 16, 8, 2]);
+      // Past 32 rows, powers of two, largest first: few statement texts, whatever the batch sizes.
+      expect(logInserts).toEqual([64, 64, 64, 32, 26]);
     });
 
-    it('take one statement for a batch of a power of two, and one per set bit otherwise', async () => {
+    it('take one statement for a batch of up to 32 rows, and powers of two beyond', async () => {
       const write = (n: number, from: number) =>
         Promise.all(Array.from({ length: n }, (_, i) => putLogged(`k${from + i}`)));
-      await write(16, 0);
-      expect(logInserts).toEqual([16]);
-      await write(13, 100);
-      expect(logInserts).toEqual([16, 8, 4, 1]);
-      expect(logged()).toHaveLength(29);
+      await write(13, 0);
+      expect(logInserts).toEqual([13]);
+      await write(32, 100);
+      expect(logInserts).toEqual([13, 32]);
+      await write(45, 200);
+      expect(logInserts).toEqual([13, 32, 32, 13]);
+      expect(logged()).toHaveLength(90);
     });
   });
 
