@@ -46,17 +46,27 @@ const randomPool = Buffer.alloc(4096);
 let randomNext = randomPool.length;
 
 /**
+ * Takes `n` unused bytes of randomPool, drawing it anew when fewer are left (those are never
+ * used); returns where they start.
+ */
+function takeRandom(n: number): number {
+  if (randomNext + n > randomPool.length) {
+    randomFillSync(randomPool);
+    randomNext = 0;
+  }
+  const start = randomNext;
+  randomNext += n;
+  return start;
+}
+
+/**
  * A uniformly random number in 0..35 from the CSPRNG. crypto.randomInt per character cost more
  * than an ID deserves (each call checks its arguments and takes from its cache separately); this
  * draws 4 KiB at a time and rejects bytes of 252 and above.
  */
 function randomBelow36(): number {
   for (;;) {
-    if (randomNext === randomPool.length) {
-      randomFillSync(randomPool);
-      randomNext = 0;
-    }
-    const b = randomPool[randomNext++] as number;
+    const b = randomPool[takeRandom(1)] as number;
     if (b < UNBIASED_BYTES) return b % 36;
   }
 }
@@ -70,13 +80,8 @@ const ETAG_RANDOM_BYTES = 12;
  * POST /users on SQLite (docs/benchmarks.md, "ETags from the pool").
  */
 export function newEtag(): string {
-  if (randomNext + ETAG_RANDOM_BYTES > randomPool.length) {
-    randomFillSync(randomPool);
-    randomNext = 0;
-  }
-  const start = randomNext;
-  randomNext += ETAG_RANDOM_BYTES;
-  return `"${randomPool.toString('base64url', start, randomNext)}"`;
+  const start = takeRandom(ETAG_RANDOM_BYTES);
+  return `"${randomPool.toString('base64url', start, start + ETAG_RANDOM_BYTES)}"`;
 }
 
 /** Does one of the comma-separated ETags in an If-Match / If-None-Match header name `etag`? */
